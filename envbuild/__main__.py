@@ -1,0 +1,5 @@
+import sys
+
+from envbuild.cli import main
+
+sys.exit(main())

@@ -1,0 +1,25 @@
+"""Errors that end a command with one clear line instead of a traceback."""
+
+
+class UserError(Exception):
+    """Bad input: what is wrong, where, and how to fix it. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        self.message = message
+        self.where = where
+        self.hint = hint
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class EnvironmentProblem(UserError):
+    """Something outside envbuild is missing or down (Docker engine, registry, solver). Exit code 3."""
+
+    exit_code = 3

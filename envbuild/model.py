@@ -1,0 +1,220 @@
+"""The value objects every stage shares: the user's Spec and the resolver's Resolution.
+
+The spec parser builds a `Spec`; `envbuild.resolver.resolve(spec)` turns it into a
+`Resolution`; lock, dockerfile, image and verify read the resolved stack from there.
+Everything here is plain data with a JSON form, so `--json` output and lockfile
+metadata are the same structures.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
+INSTALLERS = ("conda", "pip")
+BASE_FAMILIES = ("auto", "dlc", "pytorch", "rapids", "tensorflow", "cuda")
+PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
+BUILD_PLATFORMS = ("linux-64", "linux-aarch64")  # the ones envbuild can lock and build for
+
+CONFLICT_KINDS = (
+    "framework_cuda_mismatch",
+    "driver_too_old",
+    "gpu_arch_unsupported",
+    "python_unsupported",
+    "cudnn_mismatch",
+    "base_image_cuda_mismatch",
+    "library_abi",
+    "platform_unsupported",
+    "unknown_fact",  # only with --strict: the matrix has no row to decide on
+)
+
+
+@dataclass(frozen=True)
+class FrameworkRequest:
+    """One requested framework. `constraint` is the text as written (None = any version):
+    conda style `1.6.*`, PEP 440 `>=2.1,<2.3`, or a pip local version `1.7.1+cu101`."""
+
+    name: str
+    constraint: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the user asked for, after parsing and validation but before completion."""
+
+    name: str | None = None
+    frameworks: tuple[FrameworkRequest, ...] = ()
+    cuda: str | None = None
+    cudnn: str | None = None
+    python: str | None = None
+    driver: str | None = None
+    gpus: tuple[str, ...] = ()  # model names or compute capabilities, as written
+    platform: str = "linux-64"
+    installer: str | None = None  # "conda" | "pip" | None (= choose)
+    base: str = "auto"  # one of BASE_FAMILIES
+    base_image: str | None = None  # explicit IMAGE:TAG, overrides `base`
+    channels: tuple[str, ...] = ()
+    conda_packages: tuple[str, ...] = ()
+    pip_packages: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # sorted (KEY, value) pairs
+    image_repository: str | None = None  # where `envbuild image` tags/pushes
+    strict: bool = False
+    source: str | None = None  # path of the spec file, for messages; not hashed
+
+    def framework(self, name: str) -> FrameworkRequest | None:
+        return next((f for f in self.frameworks if f.name == name), None)
+
+    def with_changes(self, changes: dict[str, Any]) -> "Spec":
+        """Apply a Fix's `changes`. Keys are spec fields (`cuda`, `python`, `driver`,
+        `installer`, `base_image`, `gpus`, ...) or `frameworks.<name>` for a framework's
+        constraint (None removes that framework)."""
+        fields: dict[str, Any] = {}
+        frameworks = {f.name: f for f in self.frameworks}
+        for key, value in changes.items():
+            if key.startswith("frameworks."):
+                name = key.split(".", 1)[1]
+                if value is None:
+                    frameworks.pop(name, None)
+                else:
+                    frameworks[name] = FrameworkRequest(name, str(value))
+            elif key == "gpus":
+                fields["gpus"] = tuple(value)
+            else:
+                fields[key] = value
+        fields["frameworks"] = tuple(frameworks.values())
+        return dataclasses.replace(self, **fields)
+
+    def canonical(self) -> dict[str, Any]:
+        """A JSON-able form with a stable key order; `source` is left out so that the
+        same request hashes the same wherever the file lives."""
+        data = to_jsonable(self)
+        data.pop("source", None)
+        return data
+
+    def hash(self) -> str:
+        return sha256_json(self.canonical())
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A matrix fact behind a decision, with where it comes from."""
+
+    text: str
+    source: str
+    inferred: bool = False
+    secondary: bool = False
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change to the spec that makes it resolve. `changes` feeds Spec.with_changes;
+    every fix the resolver offers has itself been resolved and passes."""
+
+    description: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: str  # one of CONFLICT_KINDS
+    message: str  # one sentence: who sets the constraint, its version, which side must move
+    facts: tuple[Fact, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class Warning:  # noqa: A001 - a resolver warning, not the builtin category
+    kind: str  # e.g. "ptx_jit", "unknown_fact", "secondary_source"
+    message: str
+    facts: tuple[Fact, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResolvedFramework:
+    name: str  # canonical framework name (pytorch, tensorflow, jax, rapids, cupy)
+    version: str  # exact release, e.g. "2.1.2"
+    installer: str  # "conda" | "pip"
+    cuda: str | None  # the build's CUDA variant, major.minor ("12.1"); None if CPU-only (never chosen silently)
+    conda_specs: tuple[str, ...] = ()  # MatchSpecs that pin the GPU build, e.g. ("pytorch==2.1.2=*cuda*", "pytorch-cuda==12.1")
+    pip_requirements: tuple[str, ...] = ()  # e.g. ("torch==2.1.2+cu121",)
+    pip_index_url: str | None = None  # e.g. "https://download.pytorch.org/whl/cu121"
+    archs: tuple[str, ...] = ()  # compiled architectures when known ("sm_50", ..., "compute_90")
+    cudnn: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedGpu:
+    name: str  # as the matrix names it ("NVIDIA A100-SXM4-80GB" or the user's text for a bare CC)
+    compute_capability: str  # "8.0"
+    datacenter: bool | None = None
+
+
+@dataclass(frozen=True)
+class BaseImageChoice:
+    ref: str  # full reference from the catalog, e.g. "nvidia/cuda:12.1.1-cudnn8-runtime-ubuntu22.04"
+    family: str  # dlc | pytorch | rapids | tensorflow | cuda
+    flavour: str | None  # base | runtime | devel (None where the family has none)
+    cuda: str | None
+    cudnn: str | None
+    python: str | None
+    os: str | None
+    source: str
+    why: str  # one line: why this base and this flavour
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    frameworks: tuple[ResolvedFramework, ...]
+    cuda: str | None  # major.minor of the environment's CUDA
+    cudnn: str | None
+    python: str
+    driver: str | None  # the target host driver, if known
+    max_driver_cuda: str | None  # the newest CUDA that driver supports
+    gpus: tuple[ResolvedGpu, ...]
+    platform: str
+    installer: str
+    channels: tuple[str, ...]
+    base_image: BaseImageChoice | None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    spec: Spec
+    verdict: Literal["ok", "conflict"]
+    resolved: ResolvedStack | None
+    conflicts: tuple[Conflict, ...] = ()
+    warnings: tuple[Warning, ...] = ()
+    matrix_version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented `--json` schema (see README, "JSON output")."""
+        return {
+            "verdict": self.verdict,
+            "spec_hash": self.spec.hash(),
+            "matrix_version": self.matrix_version,
+            "resolved": to_jsonable(self.resolved),
+            "conflicts": to_jsonable(self.conflicts),
+            "warnings": to_jsonable(self.warnings),
+        }
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def sha256_json(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
