@@ -1,0 +1,102 @@
+"""The compatibility matrices: YAML data in `matrices/`, loaded into typed tables.
+
+Each YAML file holds one or more tables, each a list of rows whose keys are the
+fields of one dataclass in `envbuild.matrix.tables`. Loading is generic: a row with
+an unknown key or without a `source` is an error in the data, reported with its file
+and row number. `load()` is cached, so every command reads the files once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from envbuild.matrix import tables as t
+from envbuild.paths import MATRICES_DIR
+
+# Bump when the meaning of a table changes, so that lockfiles and image tags made
+# with older data are recognised as stale.
+SCHEMA_VERSION = 1
+
+# attribute name -> (file, table key in that file, row type)
+TABLES: dict[str, tuple[str, str, type]] = {
+    "cuda_releases": ("cuda_driver.yaml", "releases", t.CudaRelease),
+    "minor_compat": ("cuda_driver.yaml", "minor_version_compatibility", t.MinorCompat),
+    "gpus": ("gpus.yaml", "gpus", t.Gpu),
+    "cuda_arch": ("cuda_arch.yaml", "toolkits", t.CudaArchSupport),
+    "pytorch": ("pytorch.yaml", "builds", t.TorchBuild),
+    "tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),
+    "jax": ("jax.yaml", "releases", t.JaxRelease),
+    "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
+    "cupy": ("cupy.yaml", "packages", t.CupyPackage),
+    "base_images": ("base_images.yaml", "images", t.BaseImage),
+    "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+}
+
+
+class MatrixError(Exception):
+    """The matrix data itself is broken (a bug in `matrices/`, not in the user's input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrices:
+    version: str  # content hash of the data files plus SCHEMA_VERSION: the "data version"
+    cuda_releases: tuple[t.CudaRelease, ...] = ()
+    minor_compat: tuple[t.MinorCompat, ...] = ()
+    gpus: tuple[t.Gpu, ...] = ()
+    cuda_arch: tuple[t.CudaArchSupport, ...] = ()
+    pytorch: tuple[t.TorchBuild, ...] = ()
+    tensorflow: tuple[t.TfBuild, ...] = ()
+    jax: tuple[t.JaxRelease, ...] = ()
+    rapids: tuple[t.RapidsRelease, ...] = ()
+    cupy: tuple[t.CupyPackage, ...] = ()
+    base_images: tuple[t.BaseImage, ...] = ()
+    gpu_peak: tuple[t.GpuPeak, ...] = ()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _row(row_type: type, raw: Any, where: str):
+    if not isinstance(raw, dict):
+        raise MatrixError(f"{where}: a row must be a mapping")
+    names = {f.name for f in dataclasses.fields(row_type)}
+    unknown = sorted(set(raw) - names - {"note", "notes"})
+    if unknown:
+        raise MatrixError(f"{where}: unknown field(s) {', '.join(unknown)} for {row_type.__name__}")
+    if not raw.get("source"):
+        raise MatrixError(f"{where}: every row needs a source")
+    values = {k: _freeze(v) for k, v in raw.items() if k in names}
+    try:
+        return row_type(**values)
+    except TypeError as exc:
+        raise MatrixError(f"{where}: {exc}") from None
+
+
+def load_from(directory: Path) -> Matrices:
+    import yaml  # the CLI imports this module only when a command needs the data
+
+    digest = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
+    documents: dict[str, dict] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        text = path.read_bytes()
+        digest.update(path.name.encode() + b"\0" + text)
+        try:
+            documents[path.name] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        except yaml.YAMLError as exc:
+            raise MatrixError(f"{path}: {exc}") from None
+    tables: dict[str, tuple] = {}
+    for attr, (filename, key, row_type) in TABLES.items():
+        rows = documents.get(filename, {}).get(key) or []
+        tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
+    return Matrices(version=digest.hexdigest()[:12], **tables)
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> Matrices:
+    return load_from(MATRICES_DIR)

@@ -1,0 +1,148 @@
+"""Typed rows of the compatibility matrices.
+
+One frozen dataclass per table in `matrices/`. Every row carries `source` (where the
+fact was read), `inferred` (derived rather than read verbatim) and `secondary` (read
+only in a third-party copy of the primary source). Versions are kept as strings in
+the form the source uses; use `packaging.version.Version` / `SpecifierSet` on them
+through the helpers in `envbuild.versions`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    inferred: bool = False
+    secondary: bool = False
+
+
+# --- matrices/cuda_driver.yaml -------------------------------------------------------
+@dataclass(frozen=True)
+class CudaRelease(Row):
+    """A CUDA toolkit release and the driver NVIDIA packaged with it (Table 3)."""
+
+    version: str = ""  # "11.0.3" / "12.4.1" / "10.2.89" as NVIDIA labels it
+    min_driver_linux: str | None = None  # "450.51.06"; None = not read
+    min_driver_windows: str | None = None
+
+
+@dataclass(frozen=True)
+class MinorCompat(Row):
+    """Minor-version compatibility for one CUDA major (11, 12, 13): any driver at or
+    above `floor_linux` runs every minor of that major (never crosses a major; does not
+    cover PTX JIT of code from a newer minor)."""
+
+    major: int = 0
+    floor_linux: str | None = None  # "450.80.02"
+    branch_min: int = 0  # driver branch, e.g. 450
+
+
+# --- matrices/gpus.yaml -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Gpu(Row):
+    name: str = ""  # NVIDIA's name, e.g. "NVIDIA A100"
+    aliases: tuple[str, ...] = ()  # what users type: "A100", "A100-80GB", "A100 80GB PCIe"
+    compute_capability: str = ""  # "8.0"
+    architecture: str = ""  # "Ampere"
+    datacenter: bool | None = None  # forward compatibility (cuda-compat) works only on these
+
+
+# --- matrices/cuda_arch.yaml --------------------------------------------------------------
+@dataclass(frozen=True)
+class CudaArchSupport(Row):
+    """Which real architectures a toolkit can compile for (CMake's CUDA arch table)."""
+
+    cuda_min: str = ""  # first toolkit version of the range, "11.1"
+    cuda_max: str = ""  # last toolkit version of the range, "11.3"
+    sms: tuple[str, ...] = ()  # ("35", "37", ..., "86")
+
+
+# --- matrices/pytorch.yaml ------------------------------------------------------------------
+@dataclass(frozen=True)
+class TorchBuild(Row):
+    """One published GPU build of PyTorch: a version for one CUDA variant on one installer."""
+
+    version: str = ""  # "1.6.0"
+    installer: str = ""  # "pip" | "conda"
+    cuda: str = ""  # CUDA variant, major.minor: "10.2"
+    package: str = ""  # how the variant is named: "+cu102" (pip), "cudatoolkit=10.2" / "pytorch-cuda=11.8" (conda)
+    python: str | None = None  # PEP 440 specifier of supported Pythons, ">=3.6,<3.9"; None = not read
+    index_url: str | None = None  # pip: "https://download.pytorch.org/whl/cu102"
+    channels: tuple[str, ...] = ()  # conda: ("pytorch",) / ("pytorch", "nvidia")
+    archs: tuple[str, ...] | None = None  # ("sm_37", ..., "compute_75"); None = not read
+    cudnn: str | None = None
+    platforms: tuple[str, ...] = ("linux-64",)
+    companions: tuple[tuple[str, str], ...] = ()  # (("torchvision", "0.7.0"), ("torchaudio", "0.6.0"))
+
+
+# --- matrices/tensorflow.yaml ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TfBuild(Row):
+    version: str = ""  # "2.15.0"
+    python: str | None = None  # ">=3.9,<3.12"
+    cuda: str = ""  # "12.2"
+    cudnn: str | None = None  # "8.9"
+    pip_extra: str | None = None  # "and-cuda" from 2.14 on (pip installs CUDA libraries)
+    windows_gpu: bool = False  # native Windows GPU build exists (only < 2.11)
+
+
+# --- matrices/jax.yaml ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class JaxRelease(Row):
+    version: str = ""  # "0.4.31"
+    python: str | None = None  # ">=3.10"
+    cuda_majors: tuple[int, ...] = ()  # CUDA plugin majors published for it: (12,) / (12, 13)
+    pip_extras: tuple[str, ...] = ()  # ("cuda12",) / ("cuda12_pip", "cuda11_pip")
+    cudnn_min: str | None = None  # "9.1"
+    driver_min_linux: str | None = None  # per the installation docs of that era
+
+
+# --- matrices/rapids.yaml --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RapidsRelease(Row):
+    version: str = ""  # "24.02"
+    python: tuple[str, ...] = ()  # ("3.9", "3.10", "3.11")
+    cuda_major: int = 0  # one row per CUDA major the release supports
+    cuda_min: str = ""  # "12.0"
+    cuda_max: str = ""  # "12.2"
+    driver_min_linux: str | None = None
+    min_compute_capability: str | None = None  # "7.0"
+
+
+# --- matrices/cupy.yaml -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CupyPackage(Row):
+    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"
+    cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
+    cuda_min: str = ""  # toolkit range the wheel runs with
+    cuda_max: str = ""
+    python: str | None = None
+
+
+# --- matrices/base_images.yaml ----------------------------------------------------------------
+@dataclass(frozen=True)
+class BaseImage(Row):
+    ref: str = ""  # full real reference: "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
+    family: str = ""  # dlc | pytorch | rapids | tensorflow | cuda
+    flavour: str | None = None  # base | runtime | devel (nvidia/cuda, pytorch); None otherwise
+    framework: str | None = None  # pytorch | tensorflow | rapids | None (bare CUDA)
+    framework_version: str | None = None
+    cuda: str | None = None  # "12.4" (major.minor) or "12.4.1"
+    cudnn: str | None = None
+    python: str | None = None  # "3.11"
+    os: str | None = None  # "ubuntu22.04"
+    platforms: tuple[str, ...] = ("linux-64",)
+
+
+# --- matrices/gpu_peak.yaml -----------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuPeak(Row):
+    """Published peak figures, for judging the probe's measured bandwidth and GEMM."""
+
+    gpu: str = ""  # matches Gpu.name
+    memory_bandwidth_gbs: float | None = None
+    fp32_tflops: float | None = None
+    tf32_tflops: float | None = None  # dense (no sparsity)
+    bf16_tflops: float | None = None  # dense
