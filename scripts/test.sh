@@ -12,4 +12,5 @@ trap './scripts/services.sh down' EXIT
 # services.sh writes the addresses the tests need (registries, base image names).
 set -a; . .services/env; set +a
 
+export ENVBUILD_REQUIRE_SERVICES=1
 python3 -m pytest "$@"

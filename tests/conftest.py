@@ -1,0 +1,77 @@
+"""Shared fixtures: the real Docker engine, the local registries and the stand-in base
+images that `scripts/services.sh up` starts and describes in `.services/env`.
+
+Tests that need them take these fixtures. When the services were not started (a bare
+`pytest` on a laptop) those tests are skipped with the command that starts them; under
+`scripts/test.sh` (ENVBUILD_REQUIRE_SERVICES=1) a missing service is an error instead,
+so CI can never pass by skipping them.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _services_env() -> dict[str, str]:
+    env = {}
+    path = ROOT / ".services" / "env"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.lstrip().startswith("#"):
+                key, value = line.split("=", 1)
+                env[key.strip()] = value.strip().strip('"')
+    env.update({k: v for k, v in os.environ.items() if k.startswith("ENVBUILD_TEST_")})
+    return env
+
+
+def _need(key: str) -> str:
+    value = _services_env().get(key)
+    if not value:
+        message = f"{key} is not set: start the test services with `./scripts/services.sh up`"
+        if os.environ.get("ENVBUILD_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return value
+
+
+@pytest.fixture(scope="session")
+def services() -> dict[str, str]:
+    """All ENVBUILD_TEST_* values written by scripts/services.sh."""
+    _need("ENVBUILD_TEST_REGISTRY")
+    return _services_env()
+
+
+@pytest.fixture(scope="session")
+def docker_client(services):
+    import docker
+
+    client = docker.from_env()
+    client.ping()
+    return client
+
+
+@pytest.fixture(scope="session")
+def registry(services) -> str:
+    """host:port of the open local registry."""
+    return services["ENVBUILD_TEST_REGISTRY"]
+
+
+@pytest.fixture(scope="session")
+def auth_registry(services) -> tuple[str, str, str]:
+    """(host:port, user, password) of the local registry with htpasswd basic auth."""
+    return (
+        services["ENVBUILD_TEST_AUTH_REGISTRY"],
+        services["ENVBUILD_TEST_AUTH_USER"],
+        services["ENVBUILD_TEST_AUTH_PASSWORD"],
+    )
+
+
+@pytest.fixture(scope="session")
+def base_image(services) -> str:
+    """A runnable Debian bookworm + python3 image, tagged under the open registry with a
+    real GPU base name (e.g. <registry>/nvidia/cuda:12.4.1-runtime-ubuntu22.04)."""
+    return services["ENVBUILD_TEST_BASE_IMAGE"]
