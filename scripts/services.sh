@@ -1,9 +1,208 @@
 #!/usr/bin/env bash
-# Placeholder until the Docker/registry set-up lands.
+# Test services for the Docker tests: the Docker engine, two local registries (one open,
+# one with htpasswd basic auth) and stand-in GPU base images, described in .services/env.
+#
+#   scripts/services.sh up     install what is missing, start what is down, reuse the rest
+#   scripts/services.sh down   stop only what `up` started (registries; dockerd if it started it)
+#
+# Public registries cannot be reached from CI machines, so the stand-in base is a Debian
+# bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
+# the open registry. Everything lives under .services/ (configs, storage, logs, pid files,
+# the rootfs tarball and a wheelhouse of the installer wheels), so a second `up` is fast.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .services
+ROOT=$PWD
+DIR=$ROOT/.services
+OPEN_PORT=${ENVBUILD_OPEN_REGISTRY_PORT:-5555}
+AUTH_PORT=${ENVBUILD_AUTH_REGISTRY_PORT:-5556}
+AUTH_USER=envbuild
+SUITE=bookworm
+MIRROR=${ENVBUILD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# python3 (not only python3-minimal): pip and py-rattler need the full standard library.
+ROOTFS_PACKAGES=python3,ca-certificates
+# Real base references the tests use; each is the same stand-in rootfs.
+STAND_INS=(
+  "nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+  "nvidia/cuda:12.4.1-devel-ubuntu22.04"
+)
+# Wheels the image builds install offline (the in-image conda installer and pip itself).
+WHEELS=("py-rattler==0.28.0" "pip")
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+need_packages() {
+  local missing=()
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  command -v docker-registry >/dev/null || missing+=(docker-registry)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  command -v skopeo >/dev/null || missing+=(skopeo)
+  command -v htpasswd >/dev/null || missing+=(apache2-utils)
+  if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    apt-get update -qq >"$DIR/apt.log" 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >>"$DIR/apt.log" 2>&1
+  fi
+}
+
+# A registry answers /v2/ with 200 (open) or 401 (auth); anything else is not one.
+answers() {
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/v2/") || return 1
+  [[ $code == 200 || $code == 401 ]]
+}
+
+alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
+  local secs=$1 what=$2; shift 2
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  log "$what did not come up; see the logs under .services/"
+  return 1
+}
+
+start_dockerd() {
+  if docker info >/dev/null 2>&1; then return; fi
+  log "starting dockerd (log: .services/dockerd.log)"
+  setsid dockerd >"$DIR/dockerd.log" 2>&1 </dev/null &
+  echo $! >"$DIR/dockerd.pid"
+  wait_for 60 dockerd docker info
+}
+
+start_registry() {  # start_registry NAME PORT [htpasswd-file]
+  local name=$1 port=$2 htpasswd=${3:-} conf=$DIR/$1/config.yml
+  mkdir -p "$DIR/$name/storage"
+  {
+    echo "version: 0.1"
+    echo "log: {level: info}"
+    echo "storage:"
+    echo "  filesystem: {rootdirectory: $DIR/$name/storage}"
+    echo "  delete: {enabled: true}"
+    echo "http: {addr: 127.0.0.1:$port}"
+    if [[ -n $htpasswd ]]; then
+      echo "auth:"
+      echo "  htpasswd: {realm: envbuild-test, path: $htpasswd}"
+    fi
+  } >"$conf.tmp" && mv "$conf.tmp" "$conf"
+  if alive "$DIR/$name.pid"; then return; fi
+  if answers "$port"; then
+    log "port $port already answers; reusing whatever registry listens there"
+    return
+  fi
+  log "starting registry $name on 127.0.0.1:$port"
+  setsid docker-registry serve "$conf" >"$DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$DIR/$name.pid"
+  wait_for 30 "registry $name" answers "$port"
+}
+
+auth_files() {
+  if [[ ! -f $DIR/auth/password ]]; then
+    mkdir -p "$DIR/auth"
+    head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$DIR/auth/password"
+  fi
+  if [[ ! -f $DIR/auth/htpasswd ]]; then
+    htpasswd -Bbn "$AUTH_USER" "$(cat "$DIR/auth/password")" >"$DIR/auth/htpasswd.tmp"
+    mv "$DIR/auth/htpasswd.tmp" "$DIR/auth/htpasswd"
+  fi
+}
+
+rootfs_tarball() {
+  local tarball=$DIR/base/rootfs.tar
+  [[ -f $tarball ]] && return
+  local tmp=$DIR/base/rootfs.tmp
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  log "debootstrap $SUITE (about a minute, log: .services/base/debootstrap.log)"
+  debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$tmp" "$MIRROR" \
+    >"$DIR/base/debootstrap.log" 2>&1
+  # A stand-in base should be as small as the real ones: no apt caches or lists.
+  rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/*.log
+  tar -C "$tmp" -cf "$tarball.tmp" .
+  mv "$tarball.tmp" "$tarball"
+  rm -rf "$tmp"
+}
+
+in_registry() {  # in_registry REGISTRY REPO:TAG
+  local repo=${2%:*} tag=${2##*:}
+  curl -sf -o /dev/null -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$1/v2/$repo/manifests/$tag"
+}
+
+stand_in_images() {
+  local registry=127.0.0.1:$OPEN_PORT
+  local first="$registry/${STAND_INS[0]}"
+  if ! docker image inspect "$first" >/dev/null 2>&1; then
+    mkdir -p "$DIR/base"
+    rootfs_tarball
+    log "importing the stand-in base as $first"
+    docker import -c 'CMD ["/bin/bash"]' \
+      -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      "$DIR/base/rootfs.tar" "$first" >/dev/null
+  fi
+  for ref in "${STAND_INS[@]}"; do
+    docker tag "$first" "$registry/$ref"
+    if ! in_registry "$registry" "$ref"; then
+      log "pushing $registry/$ref"
+      docker push -q "$registry/$ref" >>"$DIR/push.log" 2>&1
+    fi
+  done
+}
+
+wheelhouse() {
+  local marker=$DIR/wheelhouse/.complete
+  [[ -f $marker ]] && return
+  log "downloading the installer wheels into .services/wheelhouse"
+  mkdir -p "$DIR/wheelhouse"
+  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+    --platform manylinux2014_x86_64 --python-version 3.11 --implementation cp \
+    -d "$DIR/wheelhouse" "${WHEELS[@]}" >"$DIR/wheelhouse.log" 2>&1
+  touch "$marker"
+}
+
+write_env() {
+  cat >"$DIR/env.tmp" <<EOF
+ENVBUILD_TEST_REGISTRY=127.0.0.1:$OPEN_PORT
+ENVBUILD_TEST_AUTH_REGISTRY=127.0.0.1:$AUTH_PORT
+ENVBUILD_TEST_AUTH_USER=$AUTH_USER
+ENVBUILD_TEST_AUTH_PASSWORD=$(cat "$DIR/auth/password")
+ENVBUILD_TEST_BASE_IMAGE=127.0.0.1:$OPEN_PORT/${STAND_INS[0]}
+ENVBUILD_TEST_WHEELHOUSE=$DIR/wheelhouse
+EOF
+  mv "$DIR/env.tmp" "$DIR/env"
+}
+
+stop() {  # stop NAME: kill the process whose pid `up` recorded, if it is still ours
+  local pidfile=$DIR/$1.pid
+  if alive "$pidfile"; then
+    log "stopping $1"
+    kill "$(cat "$pidfile")"
+    for ((i = 0; i < 100; i++)); do alive "$pidfile" || break; sleep 0.1; done
+  fi
+  rm -f "$pidfile"
+}
+
 case "${1:-}" in
-  up) : > .services/env ;;
-  down) ;;
+  up)
+    mkdir -p "$DIR"
+    need_packages
+    start_dockerd
+    auth_files
+    start_registry registry-open "$OPEN_PORT"
+    start_registry registry-auth "$AUTH_PORT" "$DIR/auth/htpasswd"
+    stand_in_images
+    wheelhouse
+    write_env
+    log "ready (.services/env)"
+    ;;
+  down)
+    stop registry-open
+    stop registry-auth
+    stop dockerd
+    ;;
+  *)
+    echo "usage: $0 up|down" >&2
+    exit 2
+    ;;
 esac

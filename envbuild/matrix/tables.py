@@ -37,6 +37,7 @@ class MinorCompat(Row):
     major: int = 0
     floor_linux: str | None = None  # "450.80.02"
     branch_min: int = 0  # driver branch, e.g. 450
+    floor_windows: str | None = None  # "452.39"; None = not read
 
 
 # --- matrices/gpus.yaml -----------------------------------------------------------------
@@ -75,6 +76,9 @@ class TorchBuild(Row):
     cudnn: str | None = None
     platforms: tuple[str, ...] = ("linux-64",)
     companions: tuple[tuple[str, str], ...] = ()  # (("torchvision", "0.7.0"), ("torchaudio", "0.6.0"))
+    # pip only: a plain `pip install torch==VERSION` from PyPI (no local tag, no index URL)
+    # gets this very build. Rows whose `package` is "" exist only as that untagged wheel.
+    pypi_default: bool = False
 
 
 # --- matrices/tensorflow.yaml ---------------------------------------------------------------

@@ -1,0 +1,25 @@
+# Rendered by envbuild @{envbuild_version} for @{name}: @{stack_summary}
+# Base: @{base_ref}
+# Why this base: @{base_why}
+#
+# AWS Deep Learning Containers live in ECR; pulling the base needs
+# `aws ecr get-login-password | docker login --username AWS --password-stdin <registry>`
+# (or a pull-through mirror given with --registry-mirror). They run as root with their
+# framework in the Python first on PATH; the installer runs with that Python and a pip
+# environment is a venv over it, so the base's framework stays importable.
+# Two stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the `install` stage.
+
+FROM @{base_ref} AS install
+USER root
+COPY envbuild/ /tmp/envbuild/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+FROM @{base_ref}
+COPY --from=install @{prefix} @{prefix}
+COPY envbuild/image/ /opt/envbuild/
+ENV PATH=@{prefix}/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA=@{require_cuda}@{user_env}
+LABEL @{labels}

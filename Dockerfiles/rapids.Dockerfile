@@ -1,0 +1,23 @@
+# Rendered by envbuild @{envbuild_version} for @{name}: @{stack_summary}
+# Base: @{base_ref}
+# Why this base: @{base_why}
+#
+# rapidsai/base images keep RAPIDS in the conda environment at /opt/conda and run as an
+# unprivileged user. Only the `install` stage switches to root (to create the prefix);
+# the final stage adds files and metadata without changing the base's user.
+# Two stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the `install` stage.
+
+FROM @{base_ref} AS install
+USER root
+COPY envbuild/ /tmp/envbuild/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+FROM @{base_ref}
+COPY --from=install @{prefix} @{prefix}
+COPY envbuild/image/ /opt/envbuild/
+ENV PATH=@{prefix}/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA=@{require_cuda}@{user_env}
+LABEL @{labels}

@@ -1,0 +1,23 @@
+# Rendered by envbuild @{envbuild_version} for @{name}: @{stack_summary}
+# Base: @{base_ref}
+# Why this base: @{base_why}
+#
+# tensorflow/tensorflow GPU images install TensorFlow with pip into the system Python
+# (/usr/bin/python3). A pip environment is a venv over that Python with its
+# site-packages visible, so the base's TensorFlow stays importable.
+# Two stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the `install` stage.
+
+FROM @{base_ref} AS install
+USER root
+COPY envbuild/ /tmp/envbuild/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+FROM @{base_ref}
+COPY --from=install @{prefix} @{prefix}
+COPY envbuild/image/ /opt/envbuild/
+ENV PATH=@{prefix}/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA=@{require_cuda}@{user_env}
+LABEL @{labels}

@@ -1,0 +1,56 @@
+"""`envbuild image`: build the resolved, locked stack into an image with a
+content-addressed tag, skip the build when that tag exists, and push it."""
+from __future__ import annotations
+
+HELP = "build (or reuse) the image for the resolved, locked stack and push it"
+
+
+def configure(parser) -> None:
+    import argparse
+    from pathlib import Path
+
+    from envbuild.commands._build_inputs import add_build_arguments
+    from envbuild.spec.cli_args import add_spec_arguments
+
+    add_spec_arguments(parser)
+    group = parser.add_argument_group("image")
+    group.add_argument("--repository", metavar="REGISTRY/NAME",
+                       help="where the image is tagged and pushed (default: image.repository in the spec)")
+    group.add_argument("--tag", action="append", default=[], metavar="TAG",
+                       help="extra tag (repeatable), moved only onto a successfully built image")
+    group.add_argument("--push", action="store_true", help="push the image (credentials from your Docker config)")
+    group.add_argument("--verify", action=argparse.BooleanOptionalAction, default=False,
+                       help="run the verification probe on the new image before tagging and pushing it")
+    group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
+    group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
+                       help="live progress on a terminal, plain lines in CI (default: auto)")
+    add_build_arguments(parser)
+
+
+def run(args) -> int:
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
+    from envbuild.errors import UserError
+    from envbuild.image.build import Progress
+    from envbuild.image.make import ImageOptions, make_image
+
+    spec, resolution = resolve_spec(args)
+    repository = args.repository or spec.image_repository
+    if not repository:
+        raise UserError("no image repository", where=spec.source or "command line",
+                        hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress])
+    with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
+        lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
+        options = ImageOptions(repository=repository, extra_tags=tuple(args.tag), push=args.push,
+                               platform=args.platform, mirror=args.registry_mirror,
+                               pin_digests=args.pin_digests, wheelhouse=args.wheelhouse,
+                               verify=args.verify, keep_context=args.context)
+        result = make_image(resolution, lock_dir, options, progress=progress)
+    print(result.ref)
+    if result.pushed_digest:
+        print(f"{repository}@{result.pushed_digest}")
+    return 0

@@ -1,0 +1,122 @@
+"""`envbuild lock`: solve the resolved stack for the target GPU with a real conda solver
+and write conda-lock.yml, conda-<platform>.lock and/or requirements.lock.
+
+Exit 0 when the lock was written (or, with --check, is up to date), 1 when the stack
+cannot be locked (conflicts are printed like `resolve` prints them) or the lock is
+stale, 2 for bad input, 3 when a channel or index cannot be read.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
+
+
+def configure(parser) -> None:
+    from envbuild.spec.cli_args import add_spec_arguments
+
+    add_spec_arguments(parser)
+    # The shared flags take one --platform; a lock may cover several, so this command
+    # replaces that option with a repeatable one (the first platform is the spec's).
+    # argparse has no public way to redefine an option, hence the private attribute.
+    parser._optionals.conflict_handler = "resolve"
+    parser.add_argument("--platform", action="append", default=[], metavar="PLATFORM",
+                        help="target platform, repeatable: --platform linux-64 --platform linux-aarch64")
+    parser.add_argument("-o", "--output", dest="out_dir", default=".", metavar="DIR",
+                        help="folder for the lockfiles (default: current folder)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when the lock no longer matches the spec, matrices or resolved stack")
+    parser.add_argument("--index-url", metavar="URL",
+                        help="base pip index for the pip lock (default https://pypi.org/simple; use a mirror when offline)")
+    parser.add_argument("--verbose", action="store_true", help="also print the solver's own explanation of a failure")
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+
+def run(args) -> int:
+    from envbuild.spec.cli_args import spec_from_args
+
+    platforms = list(args.platform or [])
+    args.platform = platforms[0] if platforms else None
+    spec = spec_from_args(args)
+    from envbuild.resolver import resolve
+
+    resolution = resolve(spec)
+    if args.check:
+        return _check(spec, resolution, platforms, args)
+    if not resolution.ok:
+        return _refuse(resolution, resolution.conflicts, "", args)
+
+    from envbuild.lock.api import LockConflict, lock
+    from envbuild.lock.pip_lock import PipLockFailed
+
+    try:
+        result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url)
+    except (LockConflict, PipLockFailed) as exc:
+        return _refuse(resolution, exc.conflicts, exc.raw, args)
+
+    for note in result.notes:
+        print(f"envbuild: warning: {note}", file=sys.stderr)
+    if args.json:
+        _print_json({
+            "verdict": "ok", "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
+            "resolved_hash": result.stamp.resolved_hash, "platforms": list(result.platforms),
+            "files": [str(p) for p in result.files], "pip_hashed": result.pip_hashed, "notes": list(result.notes),
+            "packages": {platform: [f"{p.name}={p.version}={p.build}" for p in packages]
+                         for platform, packages in result.conda.items()},
+            "conflicts": [],
+        })
+        return 0
+    for platform, packages in result.conda.items():
+        frameworks = [p for p in packages if p.name in _framework_packages()]
+        shown = ", ".join(f"{p.name} {p.version} ({p.build})" for p in frameworks)
+        print(f"{platform}: {len(packages)} conda packages" + (f"; {shown}" if shown else ""))
+    for path in result.files:
+        print(f"wrote {path}")
+    return 0
+
+
+def _framework_packages() -> set[str]:
+    from envbuild.lock.gpu import FRAMEWORK_PACKAGES
+
+    return {name for names in FRAMEWORK_PACKAGES.values() for name in names}
+
+
+def _check(spec, resolution, platforms, args) -> int:
+    from envbuild.lock.check import check
+
+    problems = check(spec, resolution, platforms or None, args.out_dir)
+    if args.json:
+        _print_json({"up_to_date": not problems, "problems": problems})
+    elif problems:
+        print("lock is out of date:")
+        for line in problems:
+            print(f"  {line}")
+        print("run `envbuild lock` again to update it")
+    else:
+        print("lock is up to date")
+    return 1 if problems else 0
+
+
+def _refuse(resolution, conflicts, raw: str, args) -> int:
+    import dataclasses
+
+    from envbuild.model import to_jsonable
+
+    if args.json:
+        _print_json({"verdict": "conflict", "spec_hash": resolution.spec.hash(), "files": [],
+                     "conflicts": to_jsonable(tuple(conflicts)), **({"solver": raw} if args.verbose and raw else {})})
+        return 1
+    from envbuild.report import render
+
+    refused = dataclasses.replace(resolution, verdict="conflict", conflicts=tuple(conflicts))
+    print(render(refused))
+    print("nothing was written")
+    if args.verbose and raw:
+        print("\nsolver explanation:\n" + raw)
+    return 1
+
+
+def _print_json(data) -> None:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")

@@ -1,0 +1,319 @@
+"""`envbuild matrix`: ask the compatibility matrices one question.
+
+    envbuild matrix gpu A10G                  compute capability, architecture, CUDA range
+    envbuild matrix cuda 11.0                 minimum driver and the architectures it compiles
+    envbuild matrix driver 450.80.02          newest CUDA that driver runs
+    envbuild matrix pytorch 1.6.0 --installer conda
+    envbuild matrix tensorflow|jax|rapids|cupy VERSION
+    envbuild matrix images --family rapids --cuda 12
+
+Every query takes `--json`. Answers carry the source of each fact; facts read only in a
+third-party copy are marked [secondary], derived ones [inferred].
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import sys
+
+from envbuild.errors import UserError
+
+HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
+
+FRAMEWORK_TABLES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "jax": "jax", "rapids": "rapids", "cupy": "cupy"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    sub = parser.add_subparsers(dest="topic", metavar="TOPIC", required=True)
+    p = sub.add_parser("gpu", parents=[common], help="a GPU model or compute capability (A10G, 'RTX 3090', 8.6)")
+    p.add_argument("name")
+    p = sub.add_parser("cuda", parents=[common], help="a CUDA version: minimum driver, compilable architectures")
+    p.add_argument("version")
+    p.add_argument("--platform", default="linux-64", help="linux-64 (default), linux-aarch64 or win-64")
+    p = sub.add_parser("driver", parents=[common], help="a driver version: newest CUDA it runs")
+    p.add_argument("version")
+    p.add_argument("--platform", default="linux-64", help="linux-64 (default), linux-aarch64 or win-64")
+    for name in FRAMEWORK_TABLES:
+        p = sub.add_parser(name, parents=[common], help=f"{name} builds for a version (or constraint)")
+        p.add_argument("version", nargs="?", help="version or constraint: 1.6.0, 2.1, '2.1.*', '>=2.1,<2.3', 1.7.1+cu101")
+        if name == "pytorch":
+            p.add_argument("--installer", choices=("conda", "pip"))
+        p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
+    p = sub.add_parser("images", parents=[common], help="the base image catalog, filtered")
+    p.add_argument("--family", choices=("cuda", "pytorch", "tensorflow", "rapids", "dlc"))
+    p.add_argument("--cuda")
+    p.add_argument("--flavour", choices=("base", "runtime", "devel"))
+    p.add_argument("--framework")
+    p.add_argument("--framework-version")
+    p.add_argument("--python")
+    p.add_argument("--platform")
+
+
+def run(args: argparse.Namespace) -> int:
+    from envbuild import matrix
+
+    m = matrix.load()
+    handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
+    data, lines = handler(m, args)
+    if args.json:
+        json.dump({"query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2, default=_jsonable)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+# --- shared pieces -------------------------------------------------------------------------
+def _jsonable(value):
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _row(obj) -> dict:
+    return dataclasses.asdict(obj)
+
+
+def _marks(row) -> str:
+    marks = [m for m, on in (("secondary", getattr(row, "secondary", False)), ("inferred", getattr(row, "inferred", False))) if on]
+    return f" [{', '.join(marks)}]" if marks else ""
+
+
+def _suggest(word: str, choices, what: str, where: str) -> UserError:
+    choices = list(dict.fromkeys(str(c) for c in choices))
+    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else f"see `envbuild matrix {where}`"
+    return UserError(f"unknown {what} {word!r}", where=f"matrix {where}", hint=hint)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip()] + [fmt.format(*map(str, r)).rstrip() for r in rows]
+
+
+def _version_or_error(text: str, what: str, where: str):
+    from envbuild.matrix.lookup import version
+
+    v = version(text)
+    if v is None:
+        raise UserError(f"malformed {what} {text!r}", where=f"matrix {where}", hint="expected something like 12.4 or 535.104.05")
+    return v
+
+
+# --- gpu -------------------------------------------------------------------------------------------
+def _gpu(m, args):
+    from envbuild.matrix import lookup as L
+
+    cc = L.parse_compute_capability(args.name)
+    if cc is not None:
+        gpus = L.gpus_with_cc(m, cc)
+        sm = L.sm_of(cc)
+        data = {"compute_capability": cc, "sm": f"sm_{sm}", "gpus": [g.name for g in gpus],
+                "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm)}
+        lines = [f"compute capability {cc} (sm_{sm})", f"  GPUs: {', '.join(data['gpus']) or 'none in the matrix'}"]
+        lines += _cuda_range_lines(data)
+        return data, lines
+    gpu = L.find_gpu(m, args.name)
+    if gpu is None:
+        raise _suggest(args.name, L.gpu_names(m), "GPU", "gpu")
+    sm = L.sm_of(gpu.compute_capability)
+    data = {"gpu": _row(gpu), "sm": f"sm_{sm}", "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm)}
+    kind = {True: "data center", False: "not data center", None: "unknown"}[gpu.datacenter]
+    lines = [
+        f"{gpu.name}: compute capability {gpu.compute_capability} (sm_{sm}), {gpu.architecture}, {kind}",
+        f"  aliases: {', '.join(gpu.aliases) or '-'}",
+    ]
+    lines += _cuda_range_lines(data)
+    lines.append(f"  source: {gpu.source}{_marks(gpu)}")
+    return data, lines
+
+
+def _cuda_range_lines(data) -> list[str]:
+    if data["cuda_min"] is None:
+        return ["  no CUDA toolkit in the matrix compiles for it"]
+    last = f" up to CUDA {data['cuda_last']}" if data["cuda_last"] else " (still in the newest toolkit)"
+    return [f"  CUDA toolkits compile for it from {data['cuda_min']}{last}"]
+
+
+# --- cuda / driver -----------------------------------------------------------------------------------
+def _cuda(m, args):
+    from envbuild.matrix import lookup as L
+
+    v = _version_or_error(args.version, "CUDA version", "cuda")
+    driver, rule = L.min_driver_for_cuda(m, args.version, args.platform)
+    releases = [r for r in m.cuda_releases if L.same_release_prefix(v, L.version(r.version))]
+    arch = L.toolkit_arch_row(m, args.version)
+    if driver is None and not releases and arch is None:
+        known = sorted({L.major_minor(r.version) for r in m.cuda_releases}, key=L.version)
+        raise _suggest(args.version, known, "CUDA version", "cuda")
+    data = {"cuda": args.version, "platform": args.platform, "min_driver": rule,
+            "releases": [_row(r) for r in releases], "sms": list(arch.sms) if arch else None,
+            "sms_source": arch.source if arch else None}
+    lines = [f"CUDA {args.version} on {args.platform}"]
+    lines.append(f"  minimum driver: {driver or 'unknown'}" + (f" - {rule.rule}" if driver else f" ({rule.rule})"))
+    if rule.toolkit_driver and rule.toolkit_driver != driver:
+        lines.append(f"  driver released with it: {rule.toolkit_driver} (needed for PTX JIT of code built with it)")
+    if rule.source:
+        lines.append(f"  source: {rule.source}{_marks(rule)}")
+    if not releases:
+        lines.append("  no toolkit release with this number in the matrix")
+    if arch:
+        lines.append(f"  compiles for: {', '.join('sm_' + s for s in arch.sms)}")
+        lines.append(f"  source: {arch.source}{_marks(arch)}")
+    else:
+        lines.append("  compilable architectures: not in the matrix")
+    return data, lines
+
+
+def _driver(m, args):
+    from envbuild.matrix import lookup as L
+
+    _version_or_error(args.version, "driver version", "driver")
+    cuda, info = L.max_cuda_for_driver(m, args.version, args.platform)
+    data = {"driver": args.version, "platform": args.platform, "cuda": cuda, "native_cuda": info.native_cuda, "rule": info}
+    lines = [f"driver {args.version} on {args.platform}: newest CUDA {cuda or 'none'}", f"  {info.rule}"]
+    if info.source:
+        lines.append(f"  source: {info.source}{_marks(info)}")
+    return data, lines
+
+
+# --- frameworks ----------------------------------------------------------------------------------------
+def _framework_version(row) -> str:
+    return getattr(row, "version", None) or getattr(row, "package", "")
+
+
+def _select(rows, query: str | None, topic: str):
+    """Rows whose version matches `query` (a version prefix or a constraint)."""
+    from envbuild.matrix import lookup as L
+
+    if not query:
+        return list(rows), None
+    local_cuda = None
+    if topic == "cupy":  # a wheel name, or one CuPy version
+        if query.lower().startswith("cupy"):
+            return [r for r in rows if r.package == query.lower()], None
+        v = _version_or_error(query, "CuPy version", "cupy")
+        return [r for r in rows if _spec(r.cupy_versions).contains(v, prereleases=True)], None
+    from envbuild.versions import cuda_from_local, parse_constraint
+
+    try:
+        constraint = parse_constraint(query)
+        if constraint.local:
+            local_cuda = cuda_from_local(constraint.local)
+    except ValueError as exc:
+        raise UserError(str(exc), where=f"matrix {topic}") from None
+    out = []
+    for r in rows:
+        v = L.version(r.version)
+        if v is not None and constraint.specifier.contains(v, prereleases=True):
+            out.append(r)
+    return out, local_cuda
+
+
+def _spec(text: str):
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
+
+
+def _framework(m, args):
+    from envbuild.matrix import lookup as L
+
+    topic = args.topic
+    table = getattr(m, FRAMEWORK_TABLES[topic])
+    if not table:
+        raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
+    rows, local_cuda = _select(table, args.version, topic)
+    cuda = args.cuda or local_cuda
+    if getattr(args, "installer", None):
+        rows = [r for r in rows if r.installer == args.installer]
+    if cuda:
+        rows = [r for r in rows if _cuda_matches(r, cuda)]
+    if local_cuda:
+        rows = [r for r in rows if getattr(r, "installer", "pip") == "pip"]
+    if not rows:
+        if args.version and not _select(table, args.version, topic)[0]:
+            raise _suggest(args.version, [_framework_version(r) for r in table], f"{topic} version", topic)
+        raise UserError(f"no {topic} {args.version or ''} build matches the filters".replace("  ", " "),
+                        where=f"matrix {topic}", hint="drop --installer/--cuda to see every build")
+    data = {"framework": topic, "query": args.version, "rows": [_row(r) for r in rows]}
+    return data, _framework_lines(topic, rows)
+
+
+def _cuda_matches(row, cuda: str) -> bool:
+    from envbuild.matrix import lookup as L
+
+    want = L.version(cuda)
+    if want is None:
+        raise UserError(f"malformed CUDA version {cuda!r}", where="matrix --cuda")
+    if hasattr(row, "cuda_majors"):
+        return want.release[0] in row.cuda_majors
+    if hasattr(row, "cuda_min") and hasattr(row, "cuda_max"):
+        lo, hi = L.version(row.cuda_min), L.version(row.cuda_max)
+        mm = L.version(L.major_minor(cuda) or cuda)
+        if len(want.release) == 1:
+            return lo.release[0] <= want.release[0] <= hi.release[0]
+        return lo <= mm <= hi
+    have = L.version(row.cuda)
+    return have is not None and L.same_release_prefix(want, have)
+
+
+def _archs(archs) -> str:
+    if archs is None:
+        return "not read"
+    return " ".join(a.replace("sm_", "").replace("compute_", "ptx") for a in archs)
+
+
+def _framework_lines(topic: str, rows) -> list[str]:
+    if topic == "pytorch":
+        body = [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),
+                 _archs(r.archs) + _marks(r)] for r in rows]
+        lines = _table(["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"], body)
+    elif topic == "tensorflow":
+        body = [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-",
+                 "yes" if r.windows_gpu else "no", _marks(r).strip()] for r in rows]
+        lines = _table(["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", ""], body)
+    elif topic == "jax":
+        body = [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(r.pip_extras) or "-", r.python or "?",
+                 r.cudnn_min or "?", r.driver_min_linux or "?", _marks(r).strip()] for r in rows]
+        lines = _table(["version", "cuda majors", "pip extras", "python", "cudnn >=", "driver >=", ""], body)
+    elif topic == "rapids":
+        body = [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
+                 r.min_compute_capability or "?", _marks(r).strip()] for r in rows]
+        lines = _table(["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""], body)
+    else:
+        body = [[r.package, r.cupy_versions, f"{r.cuda_min}-{r.cuda_max}", r.python or "?", _marks(r).strip()] for r in rows]
+        lines = _table(["package", "cupy versions", "cuda", "python", ""], body)
+    sources = list(dict.fromkeys(r.source for r in rows))
+    lines.append("sources:")
+    lines += [f"  {s}" for s in sources[:8]]
+    if len(sources) > 8:
+        lines.append(f"  ... and {len(sources) - 8} more (see --json)")
+    return lines
+
+
+# --- images --------------------------------------------------------------------------------------------------
+def _images(m, args):
+    from envbuild.matrix import lookup as L
+
+    for flag in ("cuda", "framework_version", "python"):
+        value = getattr(args, flag)
+        if value is not None:
+            _version_or_error(value, f"--{flag.replace('_', '-')} version", "images")
+    rows = L.base_images(m, family=args.family, cuda=args.cuda, flavour=args.flavour, framework=args.framework,
+                         platform=args.platform, framework_version=args.framework_version, python=args.python)
+    if args.framework and not rows:
+        known = {r.framework for r in m.base_images if r.framework}
+        if args.framework.lower() not in known:
+            raise _suggest(args.framework, sorted(known), "framework", "images")
+    data = {"count": len(rows), "images": [_row(r) for r in rows]}
+    body = [[r.ref, r.cuda or "?", r.flavour or "-", f"{r.framework or '-'} {r.framework_version or ''}".strip(),
+             r.python or "?", r.os or "?", _marks(r).strip()] for r in rows]
+    lines = _table(["image", "cuda", "flavour", "framework", "python", "os", ""], body) if rows else []
+    lines.append(f"{len(rows)} image(s)")
+    return data, lines

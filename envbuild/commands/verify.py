@@ -1,0 +1,54 @@
+"""`envbuild verify IMAGE`: run the probe inside the image on this host's GPUs."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5000/team/train:tag")
+    parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
+                        help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
+    parser.add_argument("--json", dest="json_file", metavar="FILE", help="write the JSON report to FILE ('-' = stdout)")
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check) to FILE")
+    parser.add_argument("--expect", metavar="SPEC", help="spec file the image should satisfy (resolved for comparison)")
+    parser.add_argument("--no-perf", action="store_true", help="skip the bandwidth and GEMM measurements")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the probe (default 900)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from envbuild.verify import run_verify
+    from envbuild.verify.junit import write_junit
+    from envbuild.verify.summary import summary_text
+
+    report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
+                        perf=not args.no_perf)
+    data = report.to_json()
+    if args.json_file == "-":
+        print(json.dumps(data, indent=2))
+    else:
+        if args.json_file:
+            _write_atomic(args.json_file, json.dumps(data, indent=2) + "\n")
+        print(summary_text(report))
+    if args.junit:
+        write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s)
+    return report.exit_code
+
+
+def _write_atomic(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envbuild-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        sys.stdout.flush()

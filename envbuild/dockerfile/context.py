@@ -1,0 +1,171 @@
+"""The build context: Dockerfile, installer, install plan, lockfiles, probe, and the
+archives and wheels the build must not download.
+
+Layout (the Dockerfile templates rely on it):
+
+    Dockerfile
+    envbuild/install.py       the in-image installer (stdlib only)
+    envbuild/plan.json        what install.py does: installer, prefix, packages
+    envbuild/pkgs/SUBDIR/...  conda archives whose lock URL is a local file:// path
+    envbuild/pip.lock         pip requirements (the pip lock, or a conda lock's pip section)
+    envbuild/wheelhouse/      wheels for offline installs (--wheelhouse)
+    envbuild/image/           copied into the image as /opt/envbuild: probe.py, lock/
+
+The folder is written next to its destination and swapped in only when complete, so a
+failed run leaves the previous context as it was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from envbuild.dockerfile import digests, lockfiles, render
+from envbuild.dockerfile.mirror import apply_mirror
+from envbuild.dockerfile.reference import parse
+from envbuild.errors import UserError
+from envbuild.model import Resolution
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE.parent / "probe.py"
+BASE_RECORD = "base-image.json"  # written into the lock folder when digests are pinned
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    path: Path
+    dockerfile: str
+    base_ref: str  # as FROM names it (mirror applied, digest when pinned)
+    base_digest: str | None
+    installer: str
+
+
+def resolve_base(resolution: Resolution, *, mirror: str | None, pin_digests: bool) -> tuple[str, str | None]:
+    stack = resolution.resolved
+    if stack is None or stack.base_image is None:
+        raise UserError("the resolution chose no base image", hint="set `base` or `base_image` in the spec")
+    ref = apply_mirror(parse(stack.base_image.ref), mirror)
+    if pin_digests:
+        ref = digests.pin(ref)
+    return str(ref), ref.digest
+
+
+def rattler_requirement() -> str:
+    from importlib.metadata import version
+
+    return f"py-rattler=={version('py-rattler')}"
+
+
+def _local_path(url: str) -> Path | None:
+    parsed = urllib.parse.urlparse(url)
+    return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)  # same filesystem: instant and no extra space
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: Path | None,
+          extra_lock_files: dict[str, str]) -> None:
+    ctx = stage / "envbuild"
+    (ctx / "image" / "lock").mkdir(parents=True)
+    (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+    shutil.copy2(HERE / "install.py", ctx / "install.py")
+    if PROBE.is_file():
+        shutil.copy2(PROBE, ctx / "image" / "probe.py")
+    for path in lock.files:
+        shutil.copy2(path, ctx / "image" / "lock" / path.name)
+    for name, text in extra_lock_files.items():
+        (ctx / "image" / "lock" / name).write_text(text, encoding="utf-8")
+
+    conda = []
+    for package in lock.conda:
+        entry = {"url": package.url, "sha256": package.sha256, "md5": package.md5, "file": None}
+        local = _local_path(package.url)
+        if local is not None:  # a build cannot reach the host's files: bundle the archive
+            if not local.is_file():
+                raise UserError(f"the lock names {package.url}, which does not exist",
+                                hint="re-run `envbuild lock` against the channel as it is now")
+            entry["file"] = f"pkgs/{package.subdir}/{package.filename}"
+            _link_or_copy(local, ctx / entry["file"])
+        conda.append(entry)
+
+    pip_lines = list(lock.pip_lines)
+    if lock.pip_lock is not None:
+        pip_lines += lock.pip_lock.read_text(encoding="utf-8").splitlines()
+    if pip_lines:
+        (ctx / "pip.lock").write_text("\n".join(pip_lines) + "\n", encoding="utf-8")
+
+    if wheelhouse is not None:
+        for wheel in sorted(wheelhouse.iterdir()):
+            if wheel.is_file() and not wheel.name.startswith("."):
+                _link_or_copy(wheel, ctx / "wheelhouse" / wheel.name)
+
+    plan = {
+        "installer": lock.installer,
+        "prefix": render.PREFIX,
+        "rattler": rattler_requirement(),
+        "conda": conda,
+        "pip_lock": "pip.lock" if pip_lines else None,
+        "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
+    }
+    (ctx / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+
+
+def swap_in(stage: Path, out: Path) -> None:
+    """Replace `out` by the finished `stage` (same parent, so both renames are atomic)."""
+    old = None
+    if out.exists():
+        if not out.is_dir():
+            raise UserError("exists and is not a folder", where=str(out), hint="choose another -o")
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    os.replace(stage, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
+                  mirror: str | None = None, pin_digests: bool = False,
+                  wheelhouse: Path | None = None) -> BuildContext:
+    stack = resolution.resolved
+    if not resolution.ok or stack is None:
+        raise UserError("the spec does not resolve, so there is no stack to build",
+                        hint="run `envbuild resolve` to see the conflicts and their fixes")
+    platform = platform or stack.platform
+    lock = lockfiles.read_lock_dir(lock_dir, platform)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise UserError("wheelhouse folder does not exist", where=str(wheelhouse))
+    base_ref, digest = resolve_base(resolution, mirror=mirror, pin_digests=pin_digests)
+    dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest))
+    extra = {}
+    if digest:
+        record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],
+                             "digest": digest}, indent=2) + "\n"
+        extra[BASE_RECORD] = record
+        _write_atomic(lock_dir / BASE_RECORD, record)
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        _fill(stage, lock, dockerfile, wheelhouse, extra)
+        swap_in(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,140 @@
+"""Registry HTTP API v2: the digest behind a tag (for `--pin-digests`) and whether a
+tag exists (for the image cache check).
+
+Credentials come from the user's Docker config (`~/.docker/config.json` or
+`$DOCKER_CONFIG`, credential helpers included, read through the docker SDK). Both
+challenge kinds registries use are answered: Basic (a plain `registry` with htpasswd)
+and Bearer tokens (Docker Hub, ECR, GHCR, Harbor). Secrets never reach a message.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from envbuild.dockerfile.reference import DOCKER_HUB, Reference
+from envbuild.errors import EnvironmentProblem
+
+# Ask for every manifest kind, index/list first, so the digest is the one `docker pull
+# name@digest` resolves on every platform (a multi-arch tag has an index).
+MANIFEST_ACCEPT = ", ".join((
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+))
+_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+
+
+def docker_credentials(registry: str) -> tuple[str, str] | None:
+    """(username, password) for `registry` from the user's Docker config, if any."""
+    from docker import auth
+
+    try:
+        config = auth.load_config()
+        entry = config.resolve_authconfig(None if registry == DOCKER_HUB else registry)
+    except Exception:  # an unreadable config or a broken helper means "no credentials"
+        return None
+    if not entry:
+        return None
+    user = entry.get("username") or entry.get("Username")
+    secret = entry.get("password") or entry.get("Password") or entry.get("IdentityToken")
+    return (user, secret) if user and secret else None
+
+
+class RegistryClient:
+    """A requests session for one registry that answers auth challenges once per scope."""
+
+    def __init__(self, ref: Reference, *, timeout: float = 10.0):
+        import requests
+
+        self.ref = ref
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "envbuild"
+        self.credentials = docker_credentials(ref.registry)
+
+    def _url(self, reference: str) -> str:
+        return f"{self.ref.scheme}://{self.ref.api_host}/v2/{self.ref.path}/manifests/{reference}"
+
+    def _request(self, method: str, url: str, **kwargs: Any):
+        import requests
+
+        try:
+            return self.session.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.RequestException as exc:
+            raise EnvironmentProblem(
+                f"cannot reach registry {self.ref.registry} ({type(exc).__name__})",
+                hint="check the network, or use --registry-mirror to pull through a reachable mirror",
+            ) from None
+
+    def _authorize(self, response) -> bool:
+        """Answer a 401 challenge; True when a retry makes sense."""
+        challenge = response.headers.get("WWW-Authenticate", "")
+        scheme = challenge.split(" ", 1)[0].lower()
+        if scheme == "basic":
+            if not self.credentials:
+                return False
+            self.session.auth = self.credentials
+            return True
+        if scheme == "bearer":
+            params = dict(_CHALLENGE_PARAM.findall(challenge))
+            if "realm" not in params:
+                return False
+            query = {k: v for k, v in params.items() if k in ("service", "scope")}
+            query.setdefault("scope", f"repository:{self.ref.path}:pull")
+            token = self._request("GET", params["realm"], params=query, auth=self.credentials)
+            if token.status_code != 200:
+                return False
+            body = token.json()
+            value = body.get("token") or body.get("access_token")
+            if not value:
+                return False
+            self.session.auth = None
+            self.session.headers["Authorization"] = f"Bearer {value}"
+            return True
+        return False
+
+    def manifest(self, method: str = "HEAD"):
+        """The response for the reference's manifest, after authentication; 404 is returned,
+        401/403 raise a clear EnvironmentProblem naming the registry."""
+        url = self._url(self.ref.digest or self.ref.tag or "latest")
+        headers = {"Accept": MANIFEST_ACCEPT}
+        response = self._request(method, url, headers=headers)
+        if response.status_code == 401 and self._authorize(response):
+            response = self._request(method, url, headers=headers)
+        if response.status_code in (401, 403):
+            how = ("the credentials in your Docker config were refused" if self.credentials
+                   else "no credentials for it in your Docker config")
+            raise EnvironmentProblem(
+                f"registry {self.ref.registry} denied access to {self.ref.path} (HTTP {response.status_code}: {how})",
+                hint=f"run `docker login {self.ref.registry}`",
+            )
+        return response
+
+
+def manifest_digest(ref: Reference, *, timeout: float = 10.0) -> str | None:
+    """The content digest of `ref`'s manifest (index for multi-arch tags); None if the
+    registry has no such tag."""
+    client = RegistryClient(ref, timeout=timeout)
+    response = client.manifest("HEAD")
+    if response.status_code == 404:
+        return None
+    digest = response.headers.get("Docker-Content-Digest") if response.ok else None
+    if not digest and response.ok:  # some registries leave the header off HEAD answers
+        response = client.manifest("GET")
+        digest = response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+    if not response.ok:
+        raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
+    return digest
+
+
+def pin(ref: Reference, *, timeout: float = 10.0) -> Reference:
+    """`ref` with the digest its tag points at now; a missing tag is an error."""
+    if ref.digest:
+        return ref
+    digest = manifest_digest(ref, timeout=timeout)
+    if digest is None:
+        raise EnvironmentProblem(f"registry {ref.registry} has no image {ref}",
+                                 hint="check the tag, or the --registry-mirror that serves it")
+    return ref.with_digest(digest)

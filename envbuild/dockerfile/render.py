@@ -1,0 +1,144 @@
+"""Render a Dockerfile from the template of the base's family and the resolved stack.
+
+Templates (`Dockerfiles/<family>.Dockerfile`) are plain Dockerfiles with `@{name}`
+placeholders (`string.Template` with `@` as delimiter, so Docker's own `${VAR}` stays
+untouched). Only values are substituted; the structure lives in the templates.
+"""
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from envbuild import __version__
+from envbuild.errors import UserError
+from envbuild.model import Resolution, ResolvedStack
+from envbuild.paths import DOCKERFILES_DIR
+
+PREFIX = "/opt/env"  # where the locked environment lives in every image
+PROBE_PATH = "/opt/envbuild/probe.py"
+LABEL_NS = "io.envbuild"
+
+# The final stage of an nvidia/cuda image needs the base's Python only for a pip venv
+# (a conda prefix carries its own); nvidia/cuda images have none.
+_RUNTIME_PYTHON = (
+    "# The pip environment is a venv over the system Python, which nvidia/cuda lacks.\n"
+    "RUN if ! command -v python3 >/dev/null 2>&1; then \\\n"
+    "        apt-get update \\\n"
+    "        && apt-get install -y --no-install-recommends python3 \\\n"
+    "        && rm -rf /var/lib/apt/lists/*; \\\n"
+    "    fi\n"
+)
+
+
+class _Template(string.Template):
+    delimiter = "@"
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    resolution: Resolution
+    installer: str  # conda | pip: what the lock holds
+    base_ref: str  # what FROM names: the catalog reference after mirror and digest pinning
+    base_digest: str | None = None
+
+
+def template_path(family: str) -> Path:
+    path = DOCKERFILES_DIR / f"{family}.Dockerfile"
+    if not path.is_file():
+        raise UserError(f"no Dockerfile template for base family {family!r}",
+                        hint=f"templates: {', '.join(sorted(p.stem for p in DOCKERFILES_DIR.glob('*.Dockerfile')))}")
+    return path
+
+
+def stack_summary(stack: ResolvedStack) -> str:
+    parts = [f"{f.name} {f.version}" + (f" (CUDA {f.cuda})" if f.cuda else "") for f in stack.frameworks]
+    parts.append(f"CUDA {stack.cuda}" if stack.cuda else "no CUDA")
+    if stack.cudnn:
+        parts.append(f"cuDNN {stack.cudnn}")
+    parts.append(f"Python {stack.python}")
+    parts.append(f"{stack.installer} on {stack.platform}")
+    return ", ".join(parts)
+
+
+def require_cuda(stack: ResolvedStack) -> str:
+    """NVIDIA_REQUIRE_CUDA for the NVIDIA container runtime: `cuda>=X.Y` refuses drivers
+    older than the environment's CUDA. For CUDA 11+ minor-version compatibility lets any
+    driver at or above the major's floor run it, which the resolver accepted too, so that
+    floor is allowed as an alternative clause (space = OR for the runtime)."""
+    if not stack.cuda:
+        return ""
+    clauses = [f"cuda>={stack.cuda}"]
+    floor = _minor_compat_floor(int(stack.cuda.split(".")[0]))
+    if floor:
+        clauses.append(f"driver>={floor}")
+    return " ".join(clauses)
+
+
+def _minor_compat_floor(major: int) -> str | None:
+    from envbuild import matrix
+
+    try:
+        rows = matrix.load().minor_compat
+    except Exception:  # matrices missing in a partial checkout: the strict clause alone is still right
+        return None
+    return next((r.floor_linux for r in rows if r.major == major and r.floor_linux), None)
+
+
+def quote(value: str) -> str:
+    """A double-quoted Dockerfile word: JSON escaping, and `$` kept literal."""
+    return json.dumps(value, ensure_ascii=False).replace("$", "\\$")
+
+
+def labels(data: RenderInput) -> dict[str, str]:
+    res, stack = data.resolution, data.resolution.resolved
+    assert stack is not None and stack.base_image is not None
+    frameworks = " ".join(f"{f.name}=={f.version}" + (f"+cuda{f.cuda}" if f.cuda else "") for f in stack.frameworks)
+    values = {
+        "org.opencontainers.image.title": res.spec.name or "envbuild-environment",
+        "org.opencontainers.image.description": f"GPU environment: {stack_summary(stack)}",
+        "org.opencontainers.image.base.name": data.base_ref.split("@")[0],
+        "org.opencontainers.image.base.digest": data.base_digest or "",
+        f"{LABEL_NS}.version": __version__,
+        f"{LABEL_NS}.spec-hash": res.spec.hash(),
+        f"{LABEL_NS}.matrix-version": res.matrix_version,
+        f"{LABEL_NS}.frameworks": frameworks,
+        f"{LABEL_NS}.cuda": stack.cuda or "",
+        f"{LABEL_NS}.cudnn": stack.cudnn or "",
+        f"{LABEL_NS}.python": stack.python,
+        f"{LABEL_NS}.installer": data.installer,
+        f"{LABEL_NS}.platform": stack.platform,
+        f"{LABEL_NS}.driver": stack.driver or "",
+        f"{LABEL_NS}.gpus": ",".join(f"{g.name}={g.compute_capability}" for g in stack.gpus),
+        f"{LABEL_NS}.base": stack.base_image.ref,
+        f"{LABEL_NS}.prefix": PREFIX,
+        f"{LABEL_NS}.probe": PROBE_PATH,
+    }
+    return {k: v for k, v in values.items() if v}
+
+
+def render(data: RenderInput) -> str:
+    stack = data.resolution.resolved
+    if not data.resolution.ok or stack is None:
+        raise UserError("the spec does not resolve, so there is no stack to build",
+                        hint="run `envbuild resolve` to see the conflicts and their fixes")
+    base = stack.base_image
+    if base is None:
+        raise UserError("the resolution chose no base image", hint="set `base` or `base_image` in the spec")
+    label_text = " \\\n      ".join(f"{k}={quote(v)}" for k, v in labels(data).items())
+    user_env = "".join(f" \\\n    {k}={quote(v)}" for k, v in data.resolution.spec.env)
+    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and base.family == "cuda" else ""
+    template = _Template(template_path(base.family).read_text(encoding="utf-8"))
+    return template.substitute(
+        envbuild_version=__version__,
+        name=data.resolution.spec.name or "envbuild-environment",
+        stack_summary=stack_summary(stack),
+        base_ref=data.base_ref,
+        base_why=" ".join((base.why or f"{base.family} base").split()),
+        prefix=PREFIX,
+        require_cuda=quote(require_cuda(stack)),
+        user_env=user_env,
+        labels=label_text,
+        runtime_python=runtime_python,
+    )

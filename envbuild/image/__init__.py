@@ -1,0 +1,1 @@
+"""Building, tagging and pushing images with the Docker engine (docker SDK, classic builder)."""

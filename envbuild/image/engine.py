@@ -1,0 +1,28 @@
+"""The connection to the Docker engine, with one clear line when it is not there."""
+from __future__ import annotations
+
+from envbuild.errors import EnvironmentProblem
+
+
+def connect():
+    import docker
+
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = "DOCKER_HOST" if "DOCKER_HOST" in __import__("os").environ else "unix:///var/run/docker.sock"
+        raise EnvironmentProblem(
+            f"the Docker engine is not running or not reachable at {where} ({type(exc).__name__})",
+            hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",
+        ) from None
+    return client
+
+
+def local_image_id(client, ref: str) -> str | None:
+    import docker
+
+    try:
+        return client.api.inspect_image(ref)["Id"]
+    except docker.errors.ImageNotFound:
+        return None

@@ -1,0 +1,137 @@
+"""spec -> image: context, content tag, cache check, build, verify, tag, push.
+
+`make_image` is what `envbuild image` runs once the spec is resolved and locked; tests
+and other tools call it with a Resolution and a lock folder directly.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.model import Resolution
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    repository: str
+    extra_tags: tuple[str, ...] = ()
+    push: bool = False
+    platform: str | None = None
+    mirror: str | None = None
+    pin_digests: bool = False
+    wheelhouse: Path | None = None
+    verify: bool = False
+    check_registry: bool = True  # look for the content tag in the registry before building
+    keep_context: Path | None = None  # write the build context here instead of a temp folder
+
+
+@dataclass
+class ImageResult:
+    ref: str  # repository:content-tag
+    image_id: str | None
+    cached: str | None  # None (built) | "local" | "registry"
+    pushed_digest: str | None = None
+    tags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class VerifyFailed(UserError):
+    exit_code = 1
+
+
+def _say(progress, text: str) -> None:
+    progress.line(text)
+
+
+def _in_registry(ref: str) -> bool | None:
+    """True/False when the registry answered, None when it could not be asked."""
+    from envbuild.dockerfile.digests import manifest_digest
+    from envbuild.dockerfile.reference import parse
+
+    try:
+        return manifest_digest(parse(ref), timeout=3) is not None
+    except (EnvironmentProblem, UserError):
+        return None
+
+
+def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
+    from envbuild.dockerfile.context import write_context
+    from envbuild.dockerfile.reference import parse
+    from envbuild.image import build, engine, push, tag
+
+    start = time.monotonic()
+    progress = progress or build.Progress()
+    repository = options.repository
+    parse(repository)  # a bad repository name fails before any work
+    if ":" in repository.rsplit("/", 1)[-1] or "@" in repository:
+        raise UserError(f"the repository {repository!r} must not carry a tag or digest",
+                        where="--repository", hint="envbuild chooses the tag; add more with --tag")
+    platform = options.platform or resolution.resolved.platform
+    client = engine.connect()
+    workdir = Path(tempfile.mkdtemp(prefix="envbuild-image-"))
+    try:
+        out = options.keep_context or workdir / "context"
+        context = write_context(out, resolution, lock_dir, platform=platform, mirror=options.mirror,
+                                pin_digests=options.pin_digests, wheelhouse=options.wheelhouse)
+        content = tag.content_tag(resolution, context.path, context.base_digest, platform)
+        ref = f"{repository}:{content}"
+        result = ImageResult(ref=ref, image_id=engine.local_image_id(client, ref), cached=None)
+
+        if result.image_id:
+            result.cached = "local"
+        elif options.check_registry and _in_registry(ref):
+            result.cached = "registry"
+        if result.cached == "registry" and options.extra_tags:  # tagging needs the image here
+            client.api.pull(repository, content)
+            result.image_id = engine.local_image_id(client, ref)
+        if result.cached:
+            _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
+                           "nothing to build")
+        else:
+            _say(progress, f"building {ref} from {context.base_ref}")
+            image_id = build.build(client, context.path, platform=platform, progress=progress)
+            if options.verify:
+                _verify(image_id, resolution, progress)
+            result.image_id = image_id
+
+        if result.image_id:  # only a finished (and, when asked, verified) image gets tags
+            for name in (content, *options.extra_tags):
+                client.api.tag(result.image_id, repository, name)
+                result.tags.append(f"{repository}:{name}")
+            if not result.cached:
+                _say(progress, f"built {ref} ({result.image_id[:19]}) in {time.monotonic() - start:.1f}s")
+
+        if options.push:
+            names = [content, *options.extra_tags]
+            if result.cached == "registry":  # the content tag is there already
+                from envbuild.dockerfile.digests import manifest_digest
+
+                result.pushed_digest = manifest_digest(parse(ref))
+                names = list(options.extra_tags)
+            for name in names:
+                _say(progress, f"pushing {repository}:{name}")
+                result.pushed_digest = push.push(client, repository, name, progress=progress)
+            _say(progress, f"pushed {repository}@{result.pushed_digest}")
+        result.seconds = time.monotonic() - start
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _verify(image_id: str, resolution: Resolution, progress) -> None:
+    """The verification gate: the image is tagged only if the probe's required checks pass."""
+    try:
+        from envbuild.verify import run_verify
+    except ImportError:
+        raise UserError("--verify needs the verification runner, which this installation lacks",
+                        hint="build with --no-verify") from None
+    _say(progress, f"verifying {image_id[:19]} before tagging it")
+    outcome = run_verify(image_id, resolution=resolution)
+    ok = outcome if isinstance(outcome, bool) else getattr(outcome, "ok", outcome == 0)
+    if not ok:
+        raise VerifyFailed(f"the image {image_id[:19]} failed verification; it was not tagged or pushed",
+                           hint="see the probe's report above; `envbuild verify IMAGE` runs it again")

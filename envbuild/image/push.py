@@ -1,0 +1,76 @@
+"""`docker push` through the SDK with progress, retries and clear auth errors.
+
+Credentials are the user's Docker config, which the SDK reads (auths and credential
+helpers) and sends to the engine; envbuild never sees or prints them.
+"""
+from __future__ import annotations
+
+import time
+
+from envbuild.errors import EnvironmentProblem, UserError
+
+AUTH_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied",
+              "401", "403", "forbidden")
+TRANSIENT_WORDS = ("connection reset", "connection refused", "timeout", "timed out", "eof", "502", "503", "504",
+                   "tls handshake", "broken pipe", "temporarily unavailable", "blob upload unknown",
+                   "internal server error", "500")
+
+
+class PushFailed(UserError):
+    exit_code = 1
+
+
+def _registry_of(repository: str) -> str:
+    from envbuild.dockerfile.reference import parse
+
+    return parse(repository).registry
+
+
+def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float = 1.0, progress=None) -> str:
+    """Push `repository:tag`; return the pushed manifest digest."""
+    import docker
+
+    registry = _registry_of(repository)
+    last_error = ""
+    for attempt in range(1, attempts + 1):
+        digest, error = None, None
+        layers_done = set()
+        try:
+            for item in client.api.push(repository, tag, stream=True, decode=True):
+                if "error" in item:
+                    error = (item.get("errorDetail") or {}).get("message") or item["error"]
+                    break
+                aux = item.get("aux")
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = aux["Digest"]
+                status, layer = item.get("status", ""), item.get("id")
+                if progress and layer and status in ("Pushed", "Layer already exists", "Mounted from") \
+                        and layer not in layers_done:
+                    layers_done.add(layer)
+                    progress.line(f"  {progress.elapsed()}  layer {layer}: {status.lower()}")
+        except docker.errors.APIError as exc:
+            error = exc.explanation or str(exc)
+        except docker.errors.DockerException as exc:
+            error = str(exc)
+        if error is None and digest:
+            return digest
+        error = error or "the engine reported no digest"
+        lowered = error.lower()
+        if any(word in lowered for word in AUTH_WORDS):
+            raise EnvironmentProblem(
+                f"registry {registry} refused the push of {repository}:{tag} ({_clean(error)})",
+                hint=f"log in with `docker login {registry}` (envbuild uses your Docker credentials)",
+            )
+        last_error = error
+        if attempt < attempts and any(word in lowered for word in TRANSIENT_WORDS):
+            delay = backoff * 2 ** (attempt - 1)
+            if progress:
+                progress.line(f"  push failed ({_clean(error)}); retrying in {delay:.0f}s ({attempt}/{attempts})")
+            time.sleep(delay)
+            continue
+        break
+    raise PushFailed(f"pushing {repository}:{tag} to {registry} failed: {_clean(last_error)}")
+
+
+def _clean(message: str) -> str:
+    return " ".join(message.split())[:300]

@@ -1,0 +1,44 @@
+"""Content-addressed image tags: `<repository>:<hash>`.
+
+The hash covers everything that decides what the image contains: the resolved stack,
+the spec hash, every file of the build context (rendered Dockerfile, lockfiles, plan,
+probe, bundled archives and wheels), the base digest when pinned, and the data version
+(matrix version + envbuild version). Same inputs, same tag; any change, a new tag.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from envbuild import __version__
+from envbuild.model import Resolution, sha256_json, to_jsonable
+
+TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    digests = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        mode = "x" if path.stat().st_mode & 0o111 else "-"
+        digests[path.relative_to(root).as_posix()] = f"{mode}{digest.hexdigest()}"
+    return digests
+
+
+def canonical_inputs(resolution: Resolution, context_dir: Path, base_digest: str | None,
+                     platform: str) -> dict:
+    return {
+        "stack": to_jsonable(resolution.resolved),
+        "spec": resolution.spec.hash(),
+        "context": file_digests(context_dir),
+        "base_digest": base_digest,
+        "platform": platform,
+        "data_version": {"matrices": resolution.matrix_version, "envbuild": __version__},
+    }
+
+
+def content_tag(resolution: Resolution, context_dir: Path, base_digest: str | None, platform: str) -> str:
+    return sha256_json(canonical_inputs(resolution, context_dir, base_digest, platform))[:TAG_LENGTH]

@@ -1,0 +1,122 @@
+"""`lock(spec, resolution, platforms, out_dir)`: solve and write every lockfile the
+resolved stack needs, atomically. Used by `envbuild lock` and by the image builder.
+
+Files written in `out_dir` (names are part of the interface):
+  conda-lock.yml               conda-lock unified lockfile, all platforms (conda path)
+  conda-<platform>.lock        @EXPLICIT file per platform (conda path)
+  requirements.lock            pip lock for the first platform (pip requirements present)
+  requirements-<platform>.lock pip lock for each further platform
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envbuild.errors import UserError
+from envbuild.lock.metadata import Stamp, stamp_for
+from envbuild.lock.solve import LockedPackage, SolveFailed
+from envbuild.model import BUILD_PLATFORMS, Resolution, Spec
+
+LockConflict = SolveFailed  # raised with .conflicts (resolve's format) and .raw (solver text)
+
+
+@dataclass(frozen=True)
+class LockResult:
+    out_dir: Path
+    platforms: tuple[str, ...]
+    files: tuple[Path, ...]
+    conda: dict[str, list[LockedPackage]] = field(default_factory=dict)
+    pip_hashed: bool | None = None  # None: no pip lock
+    notes: tuple[str, ...] = ()  # things the user must know (e.g. no hashes: index unreachable)
+    stamp: Stamp | None = None
+
+    @property
+    def conda_lockfile(self) -> Path | None:
+        path = self.out_dir / "conda-lock.yml"
+        return path if self.conda else None
+
+    def explicit_lockfile(self, platform: str) -> Path:
+        return self.out_dir / f"conda-{platform}.lock"
+
+    @property
+    def pip_lockfile(self) -> Path | None:
+        path = self.out_dir / "requirements.lock"
+        return path if self.pip_hashed is not None else None
+
+
+def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(platforms or (resolution.resolved.platform,)))
+    for platform in chosen:
+        if platform not in BUILD_PLATFORMS:
+            raise UserError(f"cannot lock for platform {platform!r}", where="--platform",
+                            hint=f"envbuild locks for {', '.join(BUILD_PLATFORMS)}")
+    return chosen
+
+
+def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
+         *, index_url: str | None = None, pip_timeout: float = 10.0) -> LockResult:
+    """Solve and write the lockfiles. Raises LockConflict when the stack cannot be locked
+    (a resolution with conflicts is refused the same way) and UserError for bad input."""
+    from envbuild.lock import conda_lockfile, pip_lock
+    from envbuild.lock.files import staging
+    from envbuild.lock.metadata import custom_metadata
+    from envbuild.lock.request import build_requests, needs_conda
+    from envbuild.lock.solve import solve
+
+    if not resolution.ok or resolution.resolved is None:
+        raise LockConflict(tuple(resolution.conflicts), "")
+    chosen = target_platforms(resolution, platforms)
+    out = Path(out_dir)
+    stamp = stamp_for(resolution, chosen)
+
+    # Everything that can fail runs before anything is written.
+    requests, solved = [], {}
+    if needs_conda(spec, resolution):
+        requests = build_requests(spec, resolution, chosen)
+        solved = solve(requests)
+    pip_locks = []
+    for i, platform in enumerate(chosen):
+        request = pip_lock.build_pip_request(spec, resolution, platform, index_url)
+        if request is not None:
+            pip_locks.append((pip_lock.lock_name(platform, i == 0), pip_lock.lock_pip(request, timeout=pip_timeout)))
+
+    if not requests and not pip_locks:
+        raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
+
+    notes = tuple(dict.fromkeys(lock.note for _, lock in pip_locks if lock.note))
+    out.mkdir(parents=True, exist_ok=True)
+    with staging(out) as stage:
+        if requests:
+            virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
+            lockfile = conda_lockfile.build_lockfile(
+                solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec, out))
+            conda_lockfile.write_lockfile(lockfile, stage.file(conda_lockfile.LOCKFILE))
+            for platform, packages in solved.items():
+                stage.write_text(conda_lockfile.explicit_name(platform),
+                                 conda_lockfile.render_explicit(platform, packages, stamp))
+        for name, lock_ in pip_locks:
+            stage.write_text(name, pip_lock.render(lock_, stamp))
+        written = stage.commit()
+    _remove_stale(out, {p.name for p in written})
+    return LockResult(
+        out_dir=out, platforms=chosen, files=tuple(written), conda=solved,
+        pip_hashed=all(lock_.hashed for _, lock_ in pip_locks) if pip_locks else None,
+        notes=notes, stamp=stamp,
+    )
+
+
+def _sources(spec: Spec, out: Path) -> list[str]:
+    if not spec.source:
+        return []
+    return [os.path.relpath(Path(spec.source).resolve(), out.resolve())]
+
+
+def _remove_stale(out: Path, keep: set[str]) -> None:
+    """Lockfiles of a previous run that this run no longer produces (a dropped platform,
+    a switch between conda and pip) would be read as current; remove them."""
+    patterns = ("conda-lock.yml", "conda-*.lock", "requirements.lock", "requirements-*.lock")
+    for pattern in patterns:
+        for path in out.glob(pattern):
+            if path.name not in keep:
+                path.unlink()

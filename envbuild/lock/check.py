@@ -1,0 +1,46 @@
+"""`envbuild lock --check`: does the lock in a folder still match the spec, the matrix
+data and the resolved stack? Returns the reasons it does not (empty = up to date)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from envbuild.lock.metadata import read_custom_metadata, stamp_for
+from envbuild.model import Resolution, Spec
+
+
+def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
+    import yaml
+
+    from envbuild.lock import conda_lockfile, pip_lock
+    from envbuild.lock.api import target_platforms
+    from envbuild.lock.request import needs_conda
+
+    out = Path(out_dir)
+    if not resolution.ok or resolution.resolved is None:
+        return ["the spec no longer resolves (run `envbuild resolve` for the conflicts)"]
+    chosen = target_platforms(resolution, platforms)
+    stamp = stamp_for(resolution, chosen)
+    problems: list[str] = []
+
+    if needs_conda(spec, resolution):
+        path = out / conda_lockfile.LOCKFILE
+        if not path.exists():
+            problems.append(f"{path} is missing")
+        else:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            found = read_custom_metadata((data.get("metadata") or {}).get("custom_metadata"))
+            problems += [f"{path.name}: {line}" for line in stamp.differences(found)]
+            for platform in chosen:
+                if not (out / conda_lockfile.explicit_name(platform)).exists():
+                    problems.append(f"{out / conda_lockfile.explicit_name(platform)} is missing")
+
+    for i, platform in enumerate(chosen):
+        if pip_lock.build_pip_request(spec, resolution, platform, None) is None:
+            continue
+        path = out / pip_lock.lock_name(platform, i == 0)
+        if not path.exists():
+            problems.append(f"{path} is missing")
+            continue
+        found = pip_lock.read_stamp(path.read_text(encoding="utf-8"))
+        problems += [f"{path.name}: {line}" for line in stamp.differences(found)]
+    return problems

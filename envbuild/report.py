@@ -1,0 +1,217 @@
+"""Human-readable output of a `Resolution`: conflicts first, then the resolved stack as a
+compact table, then one line per check and warning, then the verdict.
+
+Plain text that reads the same in a terminal and in a CI log; colour only when asked
+(the caller turns it on for a tty without NO_COLOR). Fixes are shown as the flags that
+apply them, so a user can paste them onto the command line.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from envbuild.model import Conflict, Fix, Resolution, ResolvedStack
+
+MAX_FIXES = 3
+MAX_FACTS = 3  # per conflict in text output; --json carries all of them
+_COLOURS = {"red": "31", "yellow": "33", "green": "32", "bold": "1", "dim": "2"}
+# Fix.changes key -> the flag that sets it (see envbuild.spec.cli_args)
+_FLAGS = {
+    "cuda": "--cuda", "cudnn": "--cudnn", "python": "--python", "driver": "--driver",
+    "installer": "--installer", "platform": "--platform", "base_image": "--base", "base": "--base",
+}
+
+
+def render(resolution: Resolution, *, colour: bool = False) -> str:
+    paint = _painter(colour)
+    lines: list[str] = []
+    for i, conflict in enumerate(resolution.conflicts, 1):
+        lines += _conflict(conflict, i, paint)
+        lines.append("")
+    if resolution.resolved is not None:
+        lines.append(paint("bold", "Resolved stack"))
+        lines += ["  " + row for row in _table(_stack_rows(resolution.resolved))]
+        lines.append("")
+    lines.append(paint("bold", "Checks"))
+    for status, link, detail in check_lines(resolution):
+        colour = {"ok": "green", "CONFLICT": "red"}.get(status, "dim")
+        lines.append(f"  {paint(colour, f'{status:<8}')} {link:<24} {detail}".rstrip())
+    for warning in resolution.warnings:
+        lines.append(f"  {paint('yellow', 'warn    ')} {warning.kind}: {warning.message}")
+    lines.append("")
+    lines.append(_verdict(resolution, paint))
+    return "\n".join(lines)
+
+
+# The links the resolver checks, each named by the conflict kind that reports its failure.
+_LINKS = (
+    ("platform_unsupported", "platform"),
+    ("framework_cuda_mismatch", "framework build -> CUDA"),
+    ("driver_too_old", "CUDA -> driver"),
+    ("gpu_arch_unsupported", "GPU -> kernels"),
+    ("python_unsupported", "Python"),
+    ("cudnn_mismatch", "cuDNN"),
+    ("library_abi", "frameworks share CUDA"),
+    ("base_image_cuda_mismatch", "base image"),
+)
+
+
+def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
+    """(status, link, detail) per link: CONFLICT when the resolver reported that kind, else
+    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU)."""
+    spec, stack = resolution.spec, resolution.resolved
+    failed = {c.kind for c in resolution.conflicts}
+    out = []
+    for kind, link in _LINKS:
+        detail = _check_detail(kind, spec, stack)
+        if detail is None:
+            continue
+        if kind in failed:
+            out.append(("CONFLICT", link, "see above"))
+        elif detail.startswith("not checked"):
+            out.append(("skipped", link, detail))
+        else:
+            out.append(("ok", link, detail))
+    return out
+
+
+def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | None:
+    """What was checked, in a few words; None when the link does not apply to this spec."""
+    if stack:
+        frameworks = ", ".join(f"{f.name} {f.version} ({f.installer}, CUDA {f.cuda})" for f in stack.frameworks)
+    else:
+        frameworks = ", ".join(f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
+    if kind == "platform_unsupported":
+        return stack.platform if stack else spec.platform
+    if kind == "framework_cuda_mismatch":
+        return frameworks if spec.frameworks else None
+    if kind == "driver_too_old":
+        if not spec.driver:
+            return "not checked: no target driver (give --driver or --host)"
+        return f"driver {spec.driver} runs CUDA <= {stack.max_driver_cuda}" if stack and stack.max_driver_cuda else spec.driver
+    if kind == "gpu_arch_unsupported":
+        if not spec.gpus:
+            return "not checked: no target GPU (give --gpu or --host)"
+        if stack:
+            return ", ".join(f"{g.name} ({g.compute_capability})" for g in stack.gpus)
+        return ", ".join(spec.gpus)
+    if kind == "python_unsupported":
+        return stack.python if stack else (spec.python or "")
+    if kind == "cudnn_mismatch":
+        return (stack.cudnn if stack else None) or spec.cudnn
+    if kind == "library_abi":
+        return frameworks if len(spec.frameworks) > 1 else None
+    if kind == "base_image_cuda_mismatch":
+        if stack and stack.base_image:
+            return stack.base_image.ref
+        return spec.base_image
+    return None
+
+
+def format_fix(fix: Fix) -> str:
+    """`use cudatoolkit 10.2  [--cuda 10.2]`: the description and the flags that apply it."""
+    flags = fix_flags(fix)
+    return f"{fix.description}  [{flags}]" if flags else fix.description
+
+
+def fix_flags(fix: Fix) -> str:
+    parts: list[str] = []
+    for key, value in fix.changes.items():
+        if key.startswith("frameworks."):
+            name = key.split(".", 1)[1]
+            if value is None:
+                parts.append(f"(drop {name})")
+            else:
+                text = str(value)
+                parts += ["--framework", shlex.quote(f"{name}=={text}" if text[:1].isdigit() else f"{name}{text}")]
+        elif key == "gpus":
+            for gpu in value or ():
+                parts += ["--gpu", shlex.quote(str(gpu))]
+        elif value is None:
+            parts.append(f"(any {key})")  # no flag unsets a value; the spec key is left out
+        elif key in _FLAGS:
+            parts += [_FLAGS[key], shlex.quote(str(value))]
+        else:
+            parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _conflict(conflict: Conflict, number: int, paint: Any) -> list[str]:
+    lines = [f"{paint('red', 'CONFLICT')} [{conflict.kind}] {conflict.message}"]
+    lines += [f"  {_fact(f)}" for f in conflict.facts[:MAX_FACTS]]
+    if len(conflict.facts) > MAX_FACTS:
+        lines.append(f"  ... {len(conflict.facts) - MAX_FACTS} more facts in --json")
+    fixes = conflict.fixes[:MAX_FIXES]
+    if not fixes:
+        lines.append("  no fix found within the matrices")
+    for i, fix in enumerate(fixes, 1):
+        lines.append(f"  fix {i}: {format_fix(fix)}")
+    return lines
+
+
+def _fact(fact: Any) -> str:
+    marks = [m for m, on in (("inferred", fact.inferred), ("secondary source", fact.secondary)) if on]
+    note = f" ({', '.join(marks)})" if marks else ""
+    return f"because {fact.text}{note} - {fact.source}"
+
+
+def _stack_rows(stack: ResolvedStack) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    for fw in stack.frameworks:
+        how = fw.installer
+        if fw.installer == "pip" and fw.pip_requirements:
+            how += ": " + " ".join(fw.pip_requirements)
+            if fw.pip_index_url:
+                how += f" from {fw.pip_index_url}"
+        elif fw.conda_specs:
+            how += ": " + " ".join(fw.conda_specs)
+        if fw.archs:
+            how += f"; kernels {_archs(fw.archs)}"
+        rows.append((fw.name, fw.version, how))
+    driver_note = f"driver {stack.driver} runs CUDA <= {stack.max_driver_cuda}" if stack.driver and stack.max_driver_cuda else ""
+    rows.append(("cuda", stack.cuda or "-", driver_note))
+    if stack.cudnn:
+        rows.append(("cudnn", stack.cudnn, ""))
+    rows.append(("python", stack.python, ""))
+    if stack.driver:
+        rows.append(("driver", stack.driver, ""))
+    for gpu in stack.gpus:
+        kind = {True: ", data center", False: ""}.get(gpu.datacenter, "")
+        rows.append(("gpu", gpu.name, f"compute capability {gpu.compute_capability}{kind}"))
+    channels = f"; channels {', '.join(stack.channels)}" if stack.channels else ""
+    rows.append(("installer", stack.installer, f"platform {stack.platform}{channels}"))
+    if stack.base_image is not None:
+        rows.append(("base image", stack.base_image.ref, stack.base_image.why))
+    return rows
+
+
+def _archs(archs: tuple[str, ...]) -> str:
+    """`sm_50 .. sm_90 + compute_90` rather than a dozen names."""
+    sass = [a for a in archs if a.startswith("sm_")]
+    ptx = [a for a in archs if a.startswith("compute_")]
+    text = f"{sass[0]}..{sass[-1]}" if len(sass) > 2 else " ".join(sass)
+    if ptx:
+        text += (" + " if text else "") + " ".join(ptx) + " (PTX)"
+    return text
+
+
+def _table(rows: list[tuple[str, str, str]]) -> list[str]:
+    width0 = max(len(r[0]) for r in rows)
+    # a long value (an image reference) overflows instead of widening every row
+    width1 = max((len(r[1]) for r in rows if len(r[1]) <= 24), default=0)
+    return [f"{a:<{width0}}  {b:<{width1}}  {c}".rstrip() for a, b, c in rows]
+
+
+def _verdict(resolution: Resolution, paint: Any) -> str:
+    n_conf, n_warn = len(resolution.conflicts), len(resolution.warnings)
+    counts = f"{n_conf} conflict{'s' * (n_conf != 1)}, {n_warn} warning{'s' * (n_warn != 1)}"
+    word = paint("green", "ok") if resolution.ok else paint("red", "conflict")
+    where = resolution.spec.source or "command line"
+    return f"verdict: {word} ({counts}) for {where}"
+
+
+def _painter(colour: bool):
+    def paint(name: str, text: str) -> str:
+        return f"\033[{_COLOURS[name]}m{text}\033[0m" if colour else text
+
+    return paint

@@ -1,0 +1,207 @@
+"""The base image: chosen from the catalog (`matrices/base_images.yaml`), or the user's
+explicit one checked against it.
+
+Rules: the image's CUDA must serve the framework builds (the same major.minor for a
+framework image or a build that loads the system CUDA before 11.0; the same major from
+11.0 on, where sonames are shared); the NVIDIA container toolkit refuses an image whose
+CUDA is newer than the host driver supports natively (NVIDIA_REQUIRE_CUDA); and the
+smallest flavour that works is taken: runtime, or devel when something compiles CUDA
+code (nvcc, or CuPy's NVRTC on CUDA >= 12.2, which needs the toolkit headers).
+"""
+from __future__ import annotations
+
+from packaging.version import Version
+
+from envbuild.matrix import tables as t
+from envbuild.model import BaseImageChoice
+from envbuild.resolver.builds import Build
+from envbuild.resolver.checks import Problem
+from envbuild.resolver.context import Index, fact, mm
+from envbuild.resolver.request import Request
+from envbuild.versions import parse_version
+
+# Packages that build CUDA code at install or run time and so need nvcc (a devel image).
+NEEDS_COMPILER = {"cuda-nvcc", "nvcc", "flash-attn", "flash_attn", "apex", "pycuda", "cuda-toolkit"}
+FRAMEWORK_FAMILIES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "rapids": "rapids"}
+_FLAVOUR_RANK = {"runtime": 0, "devel": 1, None: 2, "base": 3}
+
+
+def _pkg_name(text: str) -> str:
+    return "".join(ch for ch in text.split("=")[0].split("<")[0].split(">")[0].split("[")[0] if not ch.isspace()).lower()
+
+
+def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | None:
+    """Why the image must be a devel flavour, or None."""
+    for pkg in (*req.spec.conda_packages, *req.spec.pip_packages):
+        if _pkg_name(pkg) in NEEDS_COMPILER:
+            return f"{_pkg_name(pkg)} compiles CUDA code, so the image needs nvcc (devel)"
+    if cuda and any(b.framework == "cupy" for b in builds) and parse_version(cuda) >= Version("12.2"):
+        return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
+    return None
+
+
+def _serves(img_cuda: Version, b: Build) -> bool:
+    """Can an image with CUDA `img_cuda` host build `b`?"""
+    if b.bundles_runtime:
+        return img_cuda.release[0] == b.cuda_major
+    if b.cuda_major < 11:
+        return mm(img_cuda) == b.cuda
+    return img_cuda.release[0] == b.cuda_major
+
+
+def find_image(ix: Index, ref: str) -> t.BaseImage | None:
+    bare = ref.removeprefix("docker.io/").removeprefix("library/")
+    return next((img for img, _c in ix.images if img.ref == bare), None)
+
+
+def family_filter(req: Request, ix: Index):
+    """For a framework base family, a per-build check that the family has an image
+    carrying exactly that build (so completion picks one that exists)."""
+    family = req.spec.base
+    if req.spec.base_image or family not in ("pytorch", "tensorflow", "rapids", "dlc"):
+        return None
+
+    def check(b: Build) -> list[Problem]:
+        if family != "dlc" and FRAMEWORK_FAMILIES.get(b.framework) != family:
+            return []
+        if family == "dlc" and b.framework not in ("pytorch", "tensorflow"):
+            return []
+        for img, cuda in ix.images:
+            if img.family == family and (img.framework or "").lower() == b.framework and cuda is not None \
+                    and _same_version(img.framework_version, b.version) and mm(cuda) == b.cuda \
+                    and req.platform in img.platforms:
+                return []
+        return [Problem("base_image_cuda_mismatch",
+                        f"the {family} image family has no image with {b.framework} {b.version} on CUDA {b.cuda}, "
+                        f"so the {b.framework} version or the base family must move", framework=b.framework)]
+    return check
+
+
+def _same_version(image_version: str | None, version: str) -> bool:
+    if not image_version:
+        return False
+    a, b = parse_version(image_version).release, parse_version(version).release
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None
+           ) -> tuple[BaseImageChoice | None, list[Problem]]:
+    if req.platform not in ("linux-64", "linux-aarch64"):
+        return None, []
+    if req.spec.base_image:
+        return _explicit(req, ix, builds, cuda, python)
+    family = "cuda" if req.spec.base == "auto" else req.spec.base
+    devel_why = needs_devel(req, builds, cuda)
+    native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
+    carrier = next((b for b in builds if FRAMEWORK_FAMILIES.get(b.framework) == family
+                    or (family == "dlc" and b.framework in ("pytorch", "tensorflow"))), None)
+    options = []
+    for img, img_cuda in ix.images:
+        if img.family != family or req.platform not in img.platforms or img_cuda is None:
+            continue
+        if devel_why and img.flavour not in ("devel", None):
+            continue
+        if img.flavour == "base" and builds:
+            continue  # only cudart: frameworks need cuBLAS/cuFFT/cuDNN
+        if native and parse_version(mm(img_cuda)) > parse_version(native):
+            continue  # the container toolkit would refuse it on this driver
+        if carrier is not None:
+            if (img.framework or "").lower() != carrier.framework or not _same_version(img.framework_version, carrier.version) \
+                    or mm(img_cuda) != carrier.cuda:
+                continue
+            if python and img.python and mm(parse_version(img.python)) != python:
+                continue
+        elif img.framework:
+            continue
+        if not all(_serves(img_cuda, b) for b in builds):
+            continue
+        if cuda and not builds and mm(img_cuda) != mm(parse_version(cuda)):
+            continue
+        exact = cuda is not None and mm(img_cuda) == mm(parse_version(cuda))
+        options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), _num(img_cuda), _os_rank(img)), img, img_cuda))
+    if not options:
+        where = f" with CUDA {cuda}" if cuda else ""
+        limit = f" that driver {req.driver} can start (CUDA <= {native})" if native else ""
+        if family == "cuda":
+            return None, [Problem("unknown_fact", f"the base image catalog has no {family} image{where}{limit}; "
+                                  f"set base_image to one you trust", soft=True)]
+        return None, [Problem("base_image_cuda_mismatch",
+                              f"the {family} image family in the catalog has no image{where}{limit} for "
+                              f"{', '.join(b.framework + ' ' + b.version for b in builds)}, so the base family "
+                              f"or the framework version must move")]
+    options.sort(key=lambda o: o[0])
+    _rank, img, img_cuda = options[0]
+    flavour_why = devel_why or ("runtime: the smallest flavour with the CUDA libraries the frameworks load"
+                                if img.flavour == "runtime" else f"{img.flavour or 'the'} flavour: the smallest the catalog has")
+    why = f"{family} image with CUDA {img.cuda}" + (f" matching the {carrier.framework} {carrier.version} build" if carrier else "") \
+        + f"; {flavour_why}"
+    return _choice(img, why), []
+
+
+def _num(v: Version) -> tuple:
+    """Sort key that puts newer releases first."""
+    return tuple(-x for x in v.release)
+
+
+def _os_rank(img: t.BaseImage) -> tuple:
+    # newest OS release first: "ubuntu24.04" before "ubuntu22.04"
+    digits = "".join(ch if ch.isdigit() or ch == "." else " " for ch in (img.os or "")).split()
+    try:
+        return tuple(-x for x in parse_version(digits[0]).release) if digits else ()
+    except ValueError:
+        return ()
+
+
+def _choice(img: t.BaseImage, why: str) -> BaseImageChoice:
+    return BaseImageChoice(ref=img.ref, family=img.family, flavour=img.flavour, cuda=img.cuda, cudnn=img.cudnn,
+                           python=img.python, os=img.os, source=img.source, why=why)
+
+
+def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None
+              ) -> tuple[BaseImageChoice | None, list[Problem]]:
+    ref = req.spec.base_image
+    img = find_image(ix, ref)
+    if img is None:
+        choice = BaseImageChoice(ref=ref, family="unknown", flavour=None, cuda=None, cudnn=None, python=None, os=None,
+                                 source="given in the spec", why="given in the spec (not in the catalog)")
+        return choice, [Problem("unknown_fact", f"the base image catalog has no row for {ref}, so its CUDA, flavour "
+                                f"and Python cannot be checked", soft=True)]
+    problems: list[Problem] = []
+    img_cuda = parse_version(img.cuda) if img.cuda else None
+    facts = (fact(f"{img.ref}: CUDA {img.cuda}, flavour {img.flavour}", img),)
+    if img_cuda is not None:
+        for b in builds:
+            if not _serves(img_cuda, b):
+                problems.append(Problem(
+                    "base_image_cuda_mismatch",
+                    f"{b.label} needs CUDA {b.cuda if not b.bundles_runtime and b.cuda_major < 11 else str(b.cuda_major) + '.x'} "
+                    f"libraries, but the base image {img.ref} carries CUDA {img.cuda}, so the base image or the "
+                    f"{b.framework} build must move", facts, framework=b.framework))
+        if not builds and cuda and mm(img_cuda) != mm(parse_version(cuda)):
+            problems.append(Problem("base_image_cuda_mismatch",
+                                    f"the base image {img.ref} carries CUDA {img.cuda}; you asked for CUDA {cuda}, so "
+                                    f"one of them must move", facts))
+        if req.driver:
+            have = ix.driver_cuda(req.driver, req.platform)
+            if have.native_cuda and parse_version(mm(img_cuda)) > parse_version(have.native_cuda):
+                need = ix.native_need(mm(img_cuda))
+                problems.append(Problem(
+                    "driver_too_old",
+                    f"the base image {img.ref} declares CUDA {mm(img_cuda)}, which the NVIDIA container toolkit "
+                    f"checks against the host driver; driver {req.driver} supports CUDA up to {have.native_cuda}, so "
+                    f"upgrade the driver{f' to >= {need}' if need else ''} or use an image with CUDA <= {have.native_cuda}",
+                    facts + (fact(have.rule, None),), hints={"driver": need}))
+    if img.flavour == "base" and builds:
+        problems.append(Problem("base_image_cuda_mismatch",
+                                f"the base image {img.ref} is a -base flavour with only the CUDA runtime; "
+                                f"{', '.join(b.framework for b in builds)} need the CUDA libraries of a runtime image, "
+                                f"so the base image must move", facts))
+    devel_why = needs_devel(req, builds, mm(img_cuda) if img_cuda else cuda)
+    if devel_why and img.flavour in ("base", "runtime"):
+        problems.append(Problem("base_image_cuda_mismatch", f"{devel_why}; {img.ref} is {img.flavour}, so the base "
+                                f"image must move to a devel flavour", facts))
+    if img.python and python and mm(parse_version(img.python)) != python:
+        problems.append(Problem("python_unsupported", f"the base image {img.ref} carries Python {img.python}; you asked "
+                                f"for Python {python}, so Python or the base image must move", facts))
+    return _choice(img, "given in the spec"), problems

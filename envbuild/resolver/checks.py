@@ -1,0 +1,234 @@
+"""One function per link between a framework build and the rest of the request.
+
+Each check returns `Problem`s: a conflict kind, one sentence that names who sets the
+constraint and which side must move, and the facts (with sources) behind it. Checks
+that cannot decide because the matrix lacks a row return a problem of kind
+`unknown_fact` with `soft=True`; PTX-only support is a soft `ptx_jit` problem. Soft
+problems become warnings (or, for unknown facts under --strict, conflicts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from envbuild.model import Fact
+from envbuild.resolver.builds import Build
+from envbuild.resolver.context import Index, fact
+from envbuild.resolver.request import Gpu, Request
+from envbuild.versions import parse_driver, parse_version
+
+# Compute capabilities whose GPUs an arch list entry can run: SASS within one major
+# (sm_80 runs on 8.6, never on 9.0); PTX on any later GPU through the driver's JIT.
+WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
+                     "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    message: str
+    facts: tuple[Fact, ...] = ()
+    soft: bool = False  # a warning, not a conflict (ptx_jit, unknown_fact, minor_version_compat)
+    framework: str | None = None
+    hints: dict = field(default_factory=dict, compare=False)  # for fixes: e.g. {"driver": "525.60.13"}
+
+
+def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
+    """`check_build`, memoised on the request values the checks read."""
+    key = (id(b), req.platform, cuda_pin, req.python, req.driver, tuple(g.resolved for g in req.gpus), req.cudnn)
+    found = ix.memo.get(key)
+    if found is None:
+        if len(ix.memo) > 200_000:
+            ix.memo.clear()
+        found = ix.memo[key] = check_build(b, req, ix, cuda_pin)
+    return list(found)
+
+
+def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
+    """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
+    fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
+    out: list[Problem] = []
+    out += platform(b, req)
+    out += cuda_variant(b, req, cuda_pin)
+    out += python(b, req)
+    out += driver(b, req, ix)
+    out += gpu_arch(b, req, ix)
+    out += cudnn(b, req)
+    return out
+
+
+def platform(b: Build, req: Request) -> list[Problem]:
+    plat = req.platform
+    if plat.startswith("osx"):
+        return [Problem("platform_unsupported",
+                        f"{b.framework} has no CUDA build for macOS ({plat}): NVIDIA ships no CUDA for macOS, so the "
+                        f"platform must move to linux-64 (or linux-aarch64)", framework=b.framework)]
+    if plat == "win-64":
+        if b.framework in WINDOWS_GPU_NEVER:
+            return [Problem("platform_unsupported", f"{b.framework} {b.version}: {WINDOWS_GPU_NEVER[b.framework]}",
+                            framework=b.framework)]
+        if b.framework == "tensorflow" and not b.windows_gpu:
+            return [Problem("platform_unsupported",
+                            f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
+                            f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
+                            framework=b.framework)]
+        if b.framework in ("pytorch",) and plat not in b.platforms:
+            return [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
+                            framework=b.framework)]
+        return []
+    if plat not in b.platforms:
+        if b.framework == "pytorch":
+            return [Problem("platform_unsupported",
+                            f"{b.label} is published only for {', '.join(b.platforms)}; you asked for {plat}",
+                            (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
+        return [Problem("unknown_fact", f"the matrix does not say whether {b.label} exists for {plat}", soft=True,
+                        framework=b.framework)]
+    return []
+
+
+def cuda_variant(b: Build, req: Request, pin) -> list[Problem]:
+    if pin is None or pin.matches(b.cuda):
+        return []
+    if not (b.bundles_runtime or b.ranged) and pin.minor is not None and b.cuda_major >= 11 and pin.major == b.cuda_major:
+        # The build loads the system CUDA, built for one minor: from 11.0 on every minor of
+        # that major shares its sonames (TensorFlow 2.13, built for 11.8, runs on 11.7).
+        return []
+    return [Problem("framework_cuda_mismatch", "", framework=b.framework)]  # worded per framework by the caller
+
+
+def python(b: Build, req: Request) -> list[Problem]:
+    if req.python is None:
+        return []
+    if b.pythons is None:
+        return [Problem("unknown_fact", f"the matrix has no Python range for {b.label}", soft=True, framework=b.framework)]
+    if req.python in b.pythons:
+        return []
+    return [Problem("python_unsupported",
+                    f"{b.framework} {b.version} is published for Python {_py_range(b.pythons)}; you asked for "
+                    f"Python {req.python}, so Python or the {b.framework} version must move",
+                    (fact(f"{b.framework} {b.version}: python {b.python_text}", b.row),), framework=b.framework,
+                    hints={"pythons": b.pythons})]
+
+
+def _py_range(pythons) -> str:
+    ordered = sorted(pythons, key=parse_version)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}-{ordered[-1]}"
+
+
+def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
+    if req.driver is None or req.platform.startswith("osx"):
+        return []
+    rule = ix.driver_rule(b.cuda, req.platform)
+    need, source_fact = rule.driver, None
+    if need is not None:
+        source_fact = Fact(rule.rule, rule.source or "envbuild rule", rule.inferred, rule.secondary)
+    if b.driver_min and (need is None or parse_driver(b.driver_min) > parse_driver(need)):
+        need, source_fact = b.driver_min, fact(f"{b.framework} {b.version} asks for driver >= {b.driver_min}", b.row)
+    if need is None:
+        return [Problem("unknown_fact", f"the matrix has no minimum driver for CUDA {b.cuda}", soft=True,
+                        framework=b.framework)]
+    if parse_driver(req.driver) >= parse_driver(need):
+        return []
+    have = ix.driver_cuda(req.driver, req.platform)
+    reach = f"supports CUDA up to {have.cuda}" if have.cuda else "is older than every CUDA release in the matrix"
+    return [Problem("driver_too_old",
+                    f"{b.framework} {b.version} is built for CUDA {b.cuda}, which needs driver >= {need}; "
+                    f"your driver {req.driver} {reach}, so upgrade the driver or use a build for CUDA "
+                    f"{have.cuda or 'older'}",
+                    (source_fact, Fact(have.rule, have.source or "envbuild rule", have.inferred, have.secondary)),
+                    framework=b.framework, hints={"driver": need, "max_cuda": have.cuda})]
+
+
+def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
+    out: list[Problem] = []
+    for g in req.gpus:
+        out += _toolkit_knows(b, g, ix)
+        if any(not p.soft for p in out):
+            continue
+        out += _build_archs(b, g)
+        if b.min_cc is not None and g.cc < b.min_cc:
+            out.append(Problem("gpu_arch_unsupported",
+                               f"{b.framework} {b.version} needs compute capability >= {b.min_cc[0]}.{b.min_cc[1]}; "
+                               f"your {g.label} is older, so the GPU must move",
+                               (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
+                               framework=b.framework))
+    return out
+
+
+def runs_on(sms, cc: tuple[int, int]) -> bool:
+    """Can code built for real archs `sms` (ints, 86 = sm_86) run on a GPU of `cc`?"""
+    return any(s // 10 == cc[0] and s % 10 <= cc[1] for s in sms)
+
+
+def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
+    found = ix.toolkit_sms(b.cuda)
+    if found is None:
+        return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
+                        framework=b.framework)]
+    sms, row = found
+    if runs_on(sms, g.cc):
+        return []
+    first = ix.min_cuda_for_sm(g.sm)
+    last = ix.max_cuda_for_sm(g.sm)
+    facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
+    if first is not None and parse_version(first) > b.cuda_v:
+        why = f"{g.label} needs CUDA >= {first}"
+    elif last is not None and parse_version(last) < b.cuda_v:
+        why = f"CUDA {last} was the last toolkit for {g.label}"
+    else:
+        why = f"no CUDA toolkit in the matrix compiles for {g.label}"
+    return [Problem("gpu_arch_unsupported",
+                    f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; {why}, "
+                    f"so the CUDA variant (or the {b.framework} version) must move",
+                    facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def _build_archs(b: Build, g: Gpu) -> list[Problem]:
+    if b.archs is None:
+        if b.framework == "pytorch":
+            return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
+                            framework=b.framework)]
+        return []
+    sass, ptx = set(), set()
+    for a in b.archs:
+        kind, _, num = a.partition("_")
+        digits = "".join(ch for ch in num if ch.isdigit())
+        if not digits:
+            continue
+        (sass if kind == "sm" else ptx).add(int(digits))
+    if runs_on(sass, g.cc):
+        return []
+    facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
+    if any(p // 10 < g.cc[0] or (p // 10 == g.cc[0] and p % 10 <= g.cc[1]) for p in ptx):
+        return [Problem("ptx_jit",
+                        f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile its PTX at "
+                        f"start-up (slow first run)", facts, soft=True, framework=b.framework)]
+    return [Problem("gpu_arch_unsupported",
+                    f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
+                    f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def cudnn(b: Build, req: Request) -> list[Problem]:
+    if req.cudnn is None:
+        return []
+    want = req.cudnn
+    if b.cudnn_min:
+        low = parse_version(b.cudnn_min).release
+        if tuple(want[:2]) < tuple(low[:2]):
+            return [Problem("cudnn_mismatch",
+                            f"{b.framework} {b.version} needs cuDNN >= {b.cudnn_min}; you asked for cuDNN "
+                            f"{'.'.join(map(str, want))}, so cuDNN must move up or {b.framework} down",
+                            (fact(f"{b.framework} {b.version}: cudnn_min {b.cudnn_min}", b.row),),
+                            framework=b.framework, hints={"cudnn": b.cudnn_min})]
+        return []
+    if b.cudnn:
+        built = parse_version(b.cudnn).release
+        same_major = want[0] == built[0]
+        minor_ok = len(want) < 2 or len(built) < 2 or want[1] >= built[1]
+        if not (same_major and minor_ok):
+            return [Problem("cudnn_mismatch",
+                            f"{b.label} was compiled with cuDNN {b.cudnn} and loads only cuDNN {built[0]}.x with "
+                            f"a minor >= {built[1] if len(built) > 1 else 0}; you asked for cuDNN "
+                            f"{'.'.join(map(str, want))}, so cuDNN or the {b.framework} build must move",
+                            (fact(f"{b.label}: cudnn {b.cudnn}", b.row),), framework=b.framework,
+                            hints={"cudnn": b.cudnn})]
+    return []

@@ -1,0 +1,230 @@
+"""Fill in what the spec left open with the newest combination that passes every check.
+
+Per framework: the builds matching its version constraint, each run through the checks.
+Across frameworks: one installer, one Python, and one CUDA major (pip wheels bundle
+their runtime, so majors must agree) or one exact CUDA (a conda environment has a
+single cudatoolkit / cuda-version). Ranking is newest framework versions first (in the
+order the spec lists them), then newest CUDA, then newest Python.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+
+from envbuild.resolver import checks
+from envbuild.resolver.builds import PYTHONS, Build
+from envbuild.resolver.checks import Problem
+from envbuild.resolver.context import Index
+from envbuild.resolver.request import CudaPin, Request
+from envbuild.versions import Constraint, parse_version
+
+_PY_ORDER = tuple(reversed(PYTHONS))
+
+
+@dataclass
+class Outcome:
+    """What one requested framework can be."""
+
+    name: str
+    constraint: Constraint
+    pin: CudaPin | None
+    viable: list[Build] = field(default_factory=list)
+    soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> warnings
+    problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
+    nearest: Build | None = None
+    unknown: Problem | None = None  # the matrix has no row for the requested version
+
+
+def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
+             extra_check=None) -> Outcome:
+    pin = local or req.cuda
+    out = Outcome(name, constraint, pin)
+    if name == "cupy":
+        candidates = _cupy_candidates(constraint, ix)
+    else:
+        wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
+        candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
+    if not candidates:
+        wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
+        out.unknown = Problem("unknown_fact", f"the matrix has no row for {name} {wanted}", framework=name, soft=True)
+        return out
+    if req.installer:
+        mine = [b for b in candidates if b.installer == req.installer]
+        if not mine:
+            others = sorted({b.installer for b in candidates})
+            out.problems = [Problem(
+                "framework_cuda_mismatch",
+                f"{name} {_versions(candidates)} has no {req.installer} GPU build (only {', '.join(others)}: "
+                f"{_variants(candidates)}), so the installer or the {name} version must move",
+                tuple(_row_fact(b) for b in candidates[:3]), framework=name)]
+            out.nearest = candidates[0]
+            return out
+        candidates = mine
+    strict = req.spec.strict
+    scored = []
+    for rank, b in enumerate(candidates):
+        found = checks.check_build_cached(b, req, ix, pin)
+        if extra_check is not None:
+            found += extra_check(b)
+        hard = [p for p in found if not p.soft or (strict and p.kind == "unknown_fact")]
+        if hard:
+            # A build of the variant the user pinned explains a conflict better than one of another variant.
+            off_pin = any(p.kind == "framework_cuda_mismatch" and not p.message for p in hard)
+            scored.append((off_pin, len({p.kind for p in hard}), rank, b, hard))
+        else:
+            out.viable.append(b)
+            out.soft[id(b)] = found
+    if not out.viable:
+        *_key, nearest, hard = min(scored, key=lambda s: s[:3])
+        out.nearest = nearest
+        out.problems = [_word_variant(p, nearest, candidates, pin) for p in hard]
+    return out
+
+
+def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:
+    """CuPy builds are per major series ("13"); a pinned release ("13.4.1") replaces the
+    series in the builds whose wheel ships it."""
+    pinned = _pinned(constraint)
+    if pinned is None:
+        series = {s for s in ix.versions.get("cupy", []) if any(constraint.contains(f"{s}.{minor}") for minor in range(20))}
+        return [b for b in ix.builds.get("cupy", []) if b.version in series]
+    key = ("cupy-pinned", str(pinned))
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = [
+            dataclasses.replace(b, version=str(pinned)) for b in ix.builds.get("cupy", [])
+            if pinned.release[0] == b.v.release[0] and SpecifierSet(b.row.cupy_versions or "").contains(pinned, prereleases=True)
+        ]
+    return found
+
+
+def _pinned(constraint: Constraint):
+    if constraint.exact is not None:
+        return constraint.exact
+    specs = list(constraint.specifier)
+    if len(specs) == 1 and specs[0].operator == "==" and specs[0].version.endswith(".*"):
+        v = parse_version(specs[0].version[:-2])
+        return v if len(v.release) >= 3 else None
+    return None
+
+
+def _word_variant(p: Problem, b: Build, candidates: list[Build], pin: CudaPin | None) -> Problem:
+    if p.kind != "framework_cuda_mismatch" or p.message:
+        return p
+    same = [c for c in candidates if c.version == b.version and c.installer == b.installer]
+    return Problem(
+        p.kind,
+        f"{b.framework} {b.version} on {b.installer} is built only for {_variants(same)}; you asked for "
+        f"{_asked(pin, b)}, so the CUDA version or the {b.framework} version must move",
+        tuple(_row_fact(c) for c in same[:4]), framework=b.framework,
+        hints={"cudas": sorted({c.cuda for c in same}, key=parse_version)})
+
+
+def _asked(pin: CudaPin | None, b: Build) -> str:
+    if pin is None:
+        return "another CUDA"
+    if pin.text.startswith("+"):
+        return pin.text
+    if b.installer == "conda" and b.variant.startswith("cudatoolkit"):
+        return f"cudatoolkit {pin.text}"
+    return f"CUDA {pin.text}"
+
+
+def _variants(builds: list[Build]) -> str:
+    """`cudatoolkit 9.2, 10.1, 10.2` / `CUDA 11.8, 12.1 (+cu118, +cu121)`."""
+    cudas = sorted({b.cuda for b in builds}, key=parse_version)
+    heads = {b.variant.split("=")[0] for b in builds if b.installer == "conda" and "=" in b.variant}
+    if len(heads) == 1:
+        return f"{heads.pop()} {', '.join(cudas)}"
+    return f"CUDA {', '.join(cudas)}"
+
+
+def _versions(builds: list[Build]) -> str:
+    vs = list(dict.fromkeys(b.version for b in builds))
+    return vs[0] if len(vs) == 1 else f"{vs[-1]}..{vs[0]}"
+
+
+def _row_fact(b: Build):
+    from envbuild.resolver.context import fact
+
+    return fact(f"{b.label}", b.row)
+
+
+@dataclass
+class Choice:
+    builds: dict[str, Build]
+    python: str | None
+    installer: str
+
+
+def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
+    """The best joint choice of one viable build per framework, or the problems that
+    keep the frameworks apart."""
+    usable = [o for o in outcomes if o.viable]
+    if not usable:
+        return Choice({}, req.python, req.installer or "pip"), []
+    installers = [req.installer] if req.installer else _installer_order(usable)
+    pythons = (req.python,) if req.python else _PY_ORDER
+    best, best_score = None, None
+    for installer in installers:
+        pools = [[b for b in o.viable if b.installer == installer] for o in usable]
+        if not all(pools):
+            continue
+        for key in _shared_keys(pools, installer):
+            keyed = [[b for b in pool if _key(b, installer) == key] for pool in pools]
+            for py in pythons:
+                picks = [next((b for b in pool if b.pythons is None or py is None or py in b.pythons), None)
+                         for pool in keyed]
+                if None in picks:
+                    continue
+                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks),
+                         parse_version(py) if py else parse_version("0"), -installers.index(installer))
+                if best_score is None or score > best_score:
+                    best_score = score
+                    best = Choice({o.name: b for o, b in zip(usable, picks)}, py, installer)
+                break  # pythons are newest first: the first that fits is the best for this key
+    if best is not None:
+        return best, []
+    return None, [_why_apart(usable, req, installers)]
+
+
+def _installer_order(outcomes: list[Outcome]) -> list[str]:
+    # RAPIDS documents conda first; every other framework's primary channel today is pip.
+    return ["conda", "pip"] if any(o.name == "rapids" for o in outcomes) else ["pip", "conda"]
+
+
+def _key(b: Build, installer: str):
+    return b.cuda if installer == "conda" else b.cuda_major
+
+
+def _shared_keys(pools: list[list[Build]], installer: str) -> list:
+    common = None
+    for pool in pools:
+        keys = {_key(b, installer) for b in pool}
+        common = keys if common is None else common & keys
+    return sorted(common or (), key=lambda k: parse_version(str(k)), reverse=True)
+
+
+def _why_apart(outcomes: list[Outcome], req: Request, installers: list[str]) -> Problem:
+    names = " and ".join(f"{o.name} {o.viable[0].version}" for o in outcomes)
+    majors = [{b.cuda_major for b in o.viable} for o in outcomes]
+    if not set.intersection(*majors):
+        parts = "; ".join(f"{o.name} {_versions(o.viable)} for CUDA {', '.join(f'{m}.x' for m in sorted(ms))}"
+                          for o, ms in zip(outcomes, majors))
+        return Problem("framework_cuda_mismatch",
+                       f"one environment has one CUDA major, but {parts}, so one framework version must move",
+                       framework=outcomes[-1].name, hints={"apart": "cuda"})
+    inst = [{b.installer for b in o.viable} for o in outcomes]
+    if not set.intersection(*inst) or (req.installer and not all(req.installer in i for i in inst)):
+        parts = "; ".join(f"{o.name} only with {', '.join(sorted(i))}" for o, i in zip(outcomes, inst))
+        return Problem("framework_cuda_mismatch", f"{names} share no installer ({parts}), so one must move",
+                       framework=outcomes[-1].name, hints={"apart": "installer"})
+    pys = [set().union(*(b.pythons or set(PYTHONS) for b in o.viable)) for o in outcomes]
+    if req.python or not set.intersection(*pys):
+        return Problem("python_unsupported", f"{names} support no common Python, so one framework version must move",
+                       framework=outcomes[-1].name, hints={"apart": "python"})
+    return Problem("framework_cuda_mismatch",
+                   f"{names} have no build for one shared CUDA version, so one framework version must move",
+                   framework=outcomes[-1].name, hints={"apart": "cuda"})

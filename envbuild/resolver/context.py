@@ -1,0 +1,132 @@
+"""The matrix questions the checks ask, answered from indexes built once per data version.
+
+`index(m)` parses every version string of the matrices once (per `m.version`) and keeps
+lookups by key, so a resolve only does dictionary reads and tuple comparisons.
+"""
+from __future__ import annotations
+
+import functools
+from packaging.version import Version
+
+from envbuild.matrix import Matrices, lookup
+from envbuild.matrix import tables as t
+from envbuild.model import Fact
+from envbuild.resolver import builds as b
+from envbuild.versions import parse_compute_capability, parse_driver, parse_version
+
+
+def fact(text: str, row: t.Row | None) -> Fact:
+    if row is None:
+        return Fact(text, source="envbuild rule")
+    return Fact(text, source=row.source, inferred=row.inferred, secondary=row.secondary)
+
+
+def mm(v: Version) -> str:
+    return f"{v.release[0]}.{v.release[1] if len(v.release) > 1 else 0}"
+
+
+class Index:
+    def __init__(self, m: Matrices):
+        self.m = m
+        self.minors = b._cuda_minors(m.cuda_releases)
+        # CUDA major.minor -> its first release (the x.y.0 / GA row) and that row's driver
+        self.release_rows: dict[str, list[t.CudaRelease]] = {}
+        for r in m.cuda_releases:
+            try:
+                key = mm(parse_version(r.version))
+            except ValueError:
+                continue
+            self.release_rows.setdefault(key, []).append(r)
+        for rows in self.release_rows.values():
+            rows.sort(key=lambda r: parse_version(r.version))
+        self.memo: dict = {}  # check results and derived lists, keyed by what they depend on
+        self._driver_rules: dict = {}
+        self._driver_cudas: dict = {}
+        self.arch_ranges = [
+            (parse_version(r.cuda_min), parse_version(r.cuda_max), frozenset(int(s) for s in r.sms), r)
+            for r in m.cuda_arch
+        ]
+        cupy_versions = b.cupy_release_versions(m.cupy)
+        self.builds: dict[str, list[b.Build]] = {
+            "pytorch": b.torch_builds(m.pytorch),
+            "tensorflow": b.tf_builds(m.tensorflow),
+            "jax": b.jax_builds(m.jax, self.minors),
+            "rapids": b.rapids_builds(m.rapids, self.minors),
+            "cupy": b.cupy_builds(m.cupy, self.minors, cupy_versions),
+        }
+        for items in self.builds.values():  # best first: newest release, then newest CUDA
+            items.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
+        self.versions: dict[str, list[str]] = {
+            name: list(dict.fromkeys(x.version for x in items)) for name, items in self.builds.items()
+        }
+        self.images = [(img, _image_cuda(img)) for img in m.base_images]
+
+    # --- GPUs ---------------------------------------------------------------------------
+    def gpu(self, text: str) -> t.Gpu | None:
+        return lookup.find_gpu(self.m, text)
+
+    # --- CUDA <-> driver (the rules live in envbuild.matrix.lookup; memoised here) --------
+    def driver_rule(self, cuda: str, platform: str):
+        key = (cuda, platform)
+        found = self._driver_rules.get(key)
+        if found is None:
+            found = self._driver_rules[key] = lookup.min_driver_for_cuda(self.m, cuda, platform)[1]
+        return found
+
+    def driver_cuda(self, driver: str, platform: str):
+        key = (driver, platform)
+        found = self._driver_cudas.get(key)
+        if found is None:
+            found = self._driver_cudas[key] = lookup.max_cuda_for_driver(self.m, driver, platform)[1]
+        return found
+
+    def native_need(self, cuda: str) -> str | None:
+        """The driver packaged with the first release of CUDA `cuda` (major.minor): what
+        an image's NVIDIA_REQUIRE_CUDA asks of the host."""
+        rows = self.release_rows.get(mm(parse_version(cuda)), [])
+        return next((r.min_driver_linux for r in rows if r.min_driver_linux), None)
+
+    # --- GPU <-> toolkit ----------------------------------------------------------------------
+    def toolkit_sms(self, cuda: str) -> tuple[frozenset[int], t.Row] | None:
+        v = parse_version(mm(parse_version(cuda)))
+        for lo, hi, sms, row in self.arch_ranges:
+            if lo <= v <= hi:
+                return sms, row
+        return None
+
+    def min_cuda_for_sm(self, sm: int) -> str | None:
+        found = [lo for lo, _hi, sms, _r in self.arch_ranges if sm in sms]
+        return mm(min(found)) if found else None
+
+    def max_cuda_for_sm(self, sm: int) -> str | None:
+        found = [hi for _lo, hi, sms, _r in self.arch_ranges if sm in sms]
+        return mm(max(found)) if found else None
+
+
+def _image_cuda(img: t.BaseImage) -> Version | None:
+    try:
+        return parse_version(img.cuda) if img.cuda else None
+    except ValueError:
+        return None
+
+
+_INDEXES: dict[int, Index] = {}
+
+
+def index(m: Matrices) -> Index:
+    """The index of `m`, built on first use (Matrices are immutable, so one per object)."""
+    found = _INDEXES.get(id(m))
+    if found is None or found.m is not m:
+        if len(_INDEXES) > 16:
+            _INDEXES.clear()
+        found = _INDEXES[id(m)] = Index(m)
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def cc_of(text: str) -> tuple[int, int]:
+    return parse_compute_capability(text)
+
+
+def driver_ok(driver: str, need: str) -> bool:
+    return parse_driver(driver) >= parse_driver(need)

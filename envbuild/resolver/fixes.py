@@ -1,0 +1,186 @@
+"""Up to three nearest fixes per conflict, each one verified.
+
+Candidates move one side of the failing link at a time (the CUDA variant, the
+framework version, the driver, Python, cuDNN, the platform, the base image), nearest
+first. A candidate is offered only after the changed spec has been resolved (without
+fix generation, so there is no recursion) and came back ok; when the spec has a
+second, independent conflict, the candidate is combined with the first fix of that one.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from envbuild.model import Fix, Resolution, Spec
+from envbuild.resolver import checks
+from envbuild.resolver.checks import Problem
+from envbuild.versions import cuda_to_local, parse_constraint, parse_version
+
+MAX_FIXES = 3
+MAX_TRIES = 10  # resolves spent per conflict
+
+
+def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], Resolution]) -> list[Fix]:
+    offered: list[Fix] = []
+    seen: set = set()
+    tries = 0
+    for description, changes in _candidates(spec, p, analysis):
+        key = tuple(sorted((k, str(v)) for k, v in changes.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        tries += 1
+        if tries > MAX_TRIES:
+            break
+        verified = _verify(spec, description, changes, analysis, resolve_plain)
+        if verified is not None and all(f.changes != verified.changes for f in offered):
+            offered.append(verified)
+            if len(offered) == MAX_FIXES:
+                break
+    return offered
+
+
+def _verify(spec: Spec, description: str, changes: dict, analysis, resolve_plain) -> Fix | None:
+    try:
+        fixed = spec.with_changes(changes)
+        result = resolve_plain(fixed)
+    except Exception:  # noqa: BLE001 - a candidate that does not even resolve is simply not offered
+        return None
+    if result.ok:
+        return Fix(description, changes)
+    # One more step for a second, independent conflict: merge the first candidate that
+    # clears the remaining conflicts.
+    from envbuild.resolver import analyse
+
+    try:
+        second = analyse(fixed, analysis.ix)
+    except Exception:  # noqa: BLE001
+        return None
+    if not second.problems:
+        return None
+    for more_desc, more in list(_candidates(fixed, second.problems[0], second))[:3]:
+        merged = {**changes, **more}
+        try:
+            if resolve_plain(spec.with_changes(merged)).ok:
+                return Fix(f"{description}, and {more_desc}", merged)
+        except Exception:  # noqa: BLE001
+            continue
+    return None
+
+
+def _candidates(spec: Spec, p: Problem, a):
+    """(description, changes) pairs for conflict `p`, nearest first."""
+    kind = p.kind
+    outcome = next((o for o in a.outcomes if o.name == p.framework), None)
+    nearest = outcome.nearest if outcome is not None else None
+    if kind == "platform_unsupported":
+        yield "build for linux-64 (run under WSL2 on Windows)", {"platform": "linux-64"}
+        return
+    if kind == "driver_too_old" and p.hints.get("driver") and spec.driver:
+        yield f"upgrade the host driver to >= {p.hints['driver']}", {"driver": p.hints["driver"]}
+    if kind == "python_unsupported" and p.hints.get("pythons"):
+        for py in sorted(p.hints["pythons"], key=parse_version, reverse=True)[:2]:
+            yield f"use Python {py}", {"python": py}
+    if kind == "cudnn_mismatch":
+        if p.hints.get("cudnn"):
+            yield f"use cuDNN {p.hints['cudnn']}", {"cudnn": p.hints["cudnn"]}
+        yield "let the framework build choose cuDNN", {"cudnn": None}
+    if kind in ("base_image_cuda_mismatch", "library_abi") or (kind == "driver_too_old" and spec.base_image):
+        if spec.base_image:
+            yield "let envbuild choose a matching base image", {"base_image": None}
+        if spec.base != "auto":
+            yield "use the nvidia/cuda base family", {"base": "cuda"}
+    if kind == "driver_too_old" and p.hints.get("max_cuda") and spec.cuda and not spec.frameworks:
+        yield f"use CUDA {p.hints['max_cuda']}, the newest this driver runs", {"cuda": p.hints["max_cuda"]}
+    if outcome is not None:
+        yield from _variant_moves(spec, p, a, outcome, nearest)
+        yield from _version_moves(spec, a, outcome, nearest)
+    if spec.cuda and kind in ("framework_cuda_mismatch", "gpu_arch_unsupported", "driver_too_old"):
+        yield "drop the CUDA pin and let envbuild choose the variant", {"cuda": None}
+    if spec.installer and outcome is not None:
+        other = "pip" if spec.installer == "conda" else "conda"
+        yield f"install with {other}", {"installer": other}
+
+
+def _local_of(spec: Spec, name: str) -> str | None:
+    f = spec.framework(name)
+    return parse_constraint(f.constraint).local if f and f.constraint else None
+
+
+def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
+    """Keep the framework version, move its CUDA variant."""
+    if nearest is None:
+        return
+    ix, req = a.ix, a.req
+    same = [b for b in ix.builds[outcome.name]
+            if b.version == nearest.version and (spec.installer is None or b.installer == spec.installer)]
+    wanted = parse_version(req.cuda.short if req.cuda else nearest.cuda)
+    # A driver limit means "not newer than": prefer the newest variant under it.
+    limit = p.hints.get("max_cuda")
+    cudas = sorted({b.cuda for b in same}, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
+    if limit:
+        cudas = [c for c in sorted({b.cuda for b in same}, key=parse_version, reverse=True)
+                 if parse_version(c) <= parse_version(limit)]
+    for cuda in cudas:
+        if req.cuda is not None and req.cuda.matches(cuda):
+            continue
+        changes: dict = {}
+        local = _local_of(spec, outcome.name)
+        if local is not None:
+            changes[f"frameworks.{outcome.name}"] = f"{nearest.version}+{cuda_to_local(cuda)}"
+        if spec.cuda or local is None:
+            changes["cuda"] = cuda
+        label = next(b.variant for b in same if b.cuda == cuda)
+        yield f"use {outcome.name} {nearest.version} for CUDA {cuda} ({label})", changes
+
+
+def _num(cuda: str) -> float:
+    r = parse_version(cuda).release
+    return r[0] + (r[1] if len(r) > 1 else 0) / 10
+
+
+def _version_moves(spec: Spec, a, outcome, nearest):
+    """Move the framework version to the nearest one that passes its own checks (newer
+    releases first): first keeping every other pin, then also letting go of the CUDA pin,
+    then of the installer."""
+    ix, req = a.ix, a.req
+    current = nearest.v if nearest is not None else None
+    versions = ix.versions.get(outcome.name, [])
+    if current is not None:
+        newer = sorted((v for v in versions if parse_version(v) > current), key=parse_version)
+        older = sorted((v for v in versions if parse_version(v) < current), key=parse_version, reverse=True)
+        ordered = newer + older
+    else:
+        ordered = list(versions)
+    local = _local_of(spec, outcome.name)
+    relaxations = [(False, False)]
+    if outcome.pin is not None:
+        relaxations.append((True, False))
+    if spec.installer:
+        relaxations += [(False, True), (True, True)] if outcome.pin is not None else [(False, True)]
+    for drop_cuda, drop_installer in relaxations:
+        pin = None if drop_cuda else outcome.pin
+        installer = None if drop_installer else spec.installer
+        found = 0
+        for version in ordered:
+            builds = [b for b in ix.builds[outcome.name] if b.version == version
+                      and (installer is None or b.installer == installer)
+                      and (local is None or b.installer == "pip")]
+            ok = next((b for b in builds
+                       if not [x for x in checks.check_build_cached(b, req, ix, pin) if not x.soft]), None)
+            if ok is None:
+                continue
+            changes: dict = {f"frameworks.{outcome.name}": version}
+            what = f"use {outcome.name} {version}"
+            if local is not None:
+                changes[f"frameworks.{outcome.name}"] = f"{version}+{cuda_to_local(ok.cuda)}"
+                what = f"use {outcome.name} {version}+{cuda_to_local(ok.cuda)}"
+            if drop_cuda and spec.cuda:
+                changes["cuda"] = ok.cuda
+                what += f" for CUDA {ok.cuda}"
+            if drop_installer:
+                changes["installer"] = ok.installer
+                what += f" installed with {ok.installer}"
+            yield what, changes
+            found += 1
+            if found == 2:
+                break

@@ -1,0 +1,31 @@
+"""Reading a spec: parse (YAML -> raw mapping with positions) then validate (-> `Spec`).
+
+Completion (choosing what the spec leaves open) is the resolver's job, not this package's.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envbuild.errors import UserError
+from envbuild.model import Spec
+from envbuild.spec.parse import RawSpec, parse_text, read_spec_file
+from envbuild.spec.validate import validate_raw
+
+__all__ = ["load_spec", "spec_from_mapping", "spec_from_text", "RawSpec"]
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read, parse and validate a spec file; bad input raises `UserError`."""
+    return validate_raw(read_spec_file(path))
+
+
+def spec_from_text(text: str, source: str | None = None) -> Spec:
+    return validate_raw(parse_text(text, source))
+
+
+def spec_from_mapping(data: Any, source: str | None = None) -> Spec:
+    """Validate an already-loaded mapping (no line numbers: messages name the key path)."""
+    if not isinstance(data, dict):
+        raise UserError("a spec must be a mapping of keys", where=source or "spec")
+    return validate_raw(RawSpec(data=dict(data), source=source))

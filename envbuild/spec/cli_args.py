@@ -1,0 +1,159 @@
+"""The spec on the command line: the same request as a spec file, as flags.
+
+These flags are a stable contract (scripts and CI depend on them); `resolve`, `lock`,
+`dockerfile` and `image` all take them. Given together with a spec file, a flag
+replaces the file's value: `--framework pytorch==X` replaces only pytorch, `--gpu`
+replaces the whole GPU list.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from envbuild.errors import UserError
+from envbuild.model import BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
+
+COMMAND_LINE = "command line"
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", nargs="?", metavar="SPEC.yaml", help="spec file (optional: flags alone can form the request)")
+    group = parser.add_argument_group("request (each flag overrides the spec file)")
+    group.add_argument(
+        "--framework", action="append", default=[], metavar="NAME[==VERSION]",
+        help="framework and version constraint, repeatable: pytorch==2.1.2, pytorch==1.7.1+cu101, "
+        "'tensorflow>=2.15,<2.17', jax (any version)",
+    )
+    group.add_argument("--cuda", metavar="X.Y", help="CUDA toolkit / wheel variant, e.g. 12.1 or 11.0.221")
+    group.add_argument("--cudnn", metavar="X.Y", help="cuDNN version, e.g. 8.9")
+    group.add_argument("--driver", metavar="VERSION", help="target host driver as nvidia-smi prints it, e.g. 535.104.05")
+    group.add_argument(
+        "--gpu", action="append", default=[], metavar="GPU",
+        help="target GPU, repeatable: model name (A100-80GB, 'RTX 3090', L4) or compute capability (8.6)",
+    )
+    group.add_argument("--python", metavar="X.Y", help="Python version, e.g. 3.10")
+    group.add_argument("--installer", metavar="|".join(INSTALLERS), help="install frameworks with conda or pip")
+    group.add_argument(
+        "--platform", metavar="PLATFORM",
+        help=f"target platform: {', '.join(PLATFORMS)} (the last three for checking only)",
+    )
+    group.add_argument(
+        "--base", metavar="IMAGE:TAG|FAMILY",
+        help=f"explicit base image, or a base family: {', '.join(BASE_FAMILIES)}",
+    )
+    group.add_argument("--strict", action="store_true", default=None, help="refuse (not just warn) when the matrices have no row to decide on")
+    group.add_argument(
+        "--host", action="store_true",
+        help="target this machine: take the driver and GPUs from it (explicit --driver/--gpu win)",
+    )
+
+
+def spec_from_args(args: argparse.Namespace) -> Spec:
+    """The spec file (if any) with the flags laid over it, validated."""
+    from envbuild.spec.parse import RawSpec, read_spec_file
+    from envbuild.spec.validate import validate_raw
+
+    path = getattr(args, "spec", None)
+    raw = read_spec_file(path) if path else RawSpec(data={}, locations={(): COMMAND_LINE})
+    overlay_args(raw, args)
+    return validate_raw(raw)
+
+
+def overlay_args(raw: Any, args: argparse.Namespace) -> None:
+    """Lay the flags over a `RawSpec` in place; each value remembers the flag it came from."""
+    from envbuild.spec.validate import canonical_framework, split_framework
+
+    for text in getattr(args, "framework", None) or []:
+        where = f"--framework {text}"
+        try:
+            name, constraint = split_framework(text)
+        except ValueError as exc:
+            raise UserError(str(exc), where="--framework", hint="write NAME or NAME==VERSION, e.g. pytorch==2.1.2") from None
+        frameworks = raw.data.get("frameworks")
+        if not isinstance(frameworks, dict):
+            frameworks = raw.data["frameworks"] = {}
+        # The flag replaces the file's entry for the same framework (under any alias) in
+        # place; two flags for one framework stay side by side for the validator to judge.
+        canonical = canonical_framework(name)
+        for old in frameworks:
+            same = old == name or (canonical and canonical_framework(old) == canonical)
+            if same and _from_flag(raw, old) and frameworks[old] != constraint:
+                raise UserError(
+                    f"{(canonical or (name,))[0]} is pinned twice: {frameworks[old] or 'any'} and {constraint or 'any'}",
+                    where=where, hint="keep one --framework per framework",
+                )
+        replaced = [
+            old for old in frameworks
+            if old == name or (canonical and canonical_framework(old) == canonical and not _from_flag(raw, old))
+        ]
+        if replaced:
+            items = list(frameworks.items())
+            at = next(i for i, (k, _) in enumerate(items) if k == replaced[0])
+            items[at] = (name, constraint)
+            frameworks.clear()
+            frameworks.update((k, v) for k, v in items if k not in replaced or k == name)
+        raw.set(("frameworks", name), constraint, where)
+
+    for flag, path in (("cuda", ("cuda",)), ("cudnn", ("cudnn",)), ("python", ("python",)),
+                       ("installer", ("installer",)), ("driver", ("target", "driver")),
+                       ("platform", ("target", "platform"))):
+        value = getattr(args, flag, None)
+        if value is not None:
+            raw.set(path, value, f"--{flag}")
+
+    if getattr(args, "host", False):
+        _overlay_host(raw, args)
+
+    gpus = getattr(args, "gpu", None) or []
+    if gpus:
+        _set_gpus(raw, gpus, "--gpu")
+
+    base = getattr(args, "base", None)
+    if base is not None:
+        # a family name chooses the family; anything else is an explicit image
+        if base in BASE_FAMILIES:
+            raw.set(("base",), base, "--base")
+            raw.data.pop("base_image", None)
+        else:
+            raw.set(("base_image",), base, "--base")
+            raw.data.pop("base", None)
+    if getattr(args, "strict", None):
+        raw.set(("strict",), True, "--strict")
+
+
+def _from_flag(raw: Any, key: str) -> bool:
+    return str(raw.locations.get(("frameworks", key), "")).startswith("--framework")
+
+
+def _set_gpus(raw: Any, gpus: list[str], flag: str) -> None:
+    raw.set(("target", "gpus"), list(gpus), flag)
+    for i, gpu in enumerate(gpus):
+        raw.locations[("target", "gpus", i)] = f"{flag} {gpu!r}"
+
+
+def _overlay_host(raw: Any, args: argparse.Namespace) -> None:
+    """--host: the driver and GPUs of this machine, unless --driver/--gpu name them."""
+    try:
+        from envbuild.hostinfo import detect
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("envbuild"):
+            raise UserError("--host is not available in this build", where="--host", hint="pass --driver and --gpu instead") from None
+        raise
+    host = detect()
+    driver = getattr(host, "driver", None)
+    gpus = [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
+    if not driver and not gpus:
+        raise UserError("no NVIDIA driver or GPU found on this machine", where="--host", hint="pass --driver and --gpu instead")
+    if driver and getattr(args, "driver", None) is None:
+        raw.set(("target", "driver"), str(driver), "--host")
+    if gpus and not getattr(args, "gpu", None):
+        _set_gpus(raw, gpus, "--host")
+
+
+def _gpu_text(gpu: Any) -> str:
+    """A detected GPU as the spec names it: its compute capability when known (exact,
+    whatever the marketing name), else its name."""
+    if isinstance(gpu, str):
+        return gpu
+    cc = getattr(gpu, "compute_capability", None)
+    return str(cc) if cc else str(getattr(gpu, "name", gpu))

@@ -1,0 +1,174 @@
+"""Step 1 of reading a spec: YAML text -> a raw mapping that remembers where each value was.
+
+Nothing here knows what the keys mean (that is `validate.py`). The parser keeps, for
+every value, the `file:line:column` it came from and, for unquoted scalars, the exact
+text as written: YAML reads `python: 3.10` as the float 3.1, and the validator needs
+"3.10" back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envbuild.errors import UserError
+
+Path_ = tuple  # a path into the raw mapping: ("target", "gpus", 0)
+
+
+@dataclass
+class RawSpec:
+    """A parsed but unchecked spec: plain dicts/lists/scalars plus positions."""
+
+    data: dict[str, Any]
+    source: str | None = None
+    locations: dict[Path_, str] = field(default_factory=dict)  # path -> where its value is
+    key_locations: dict[Path_, str] = field(default_factory=dict)  # path -> where its key is
+    texts: dict[Path_, str] = field(default_factory=dict)  # path -> source text of a plain scalar
+
+    def where(self, path: Path_ = (), *, key: bool = False) -> str | None:
+        """The most precise known location of `path` (falling back to its parents)."""
+        table = self.key_locations if key else self.locations
+        for end in range(len(path), -1, -1):
+            found = table.get(tuple(path[:end])) or self.locations.get(tuple(path[:end]))
+            if found:
+                return found
+        return self.source
+
+    def text(self, path: Path_, value: Any) -> Any:
+        """`value` as written in the file when it was an unquoted number (3.10, 535.54, 12)."""
+        # Booleans stay booleans here: `strict: yes` is True; env values use `texts` directly.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self.texts.get(tuple(path), str(value))
+        return value
+
+    def set(self, path: Path_, value: Any, where: str) -> None:
+        """Set a value from outside the file (a command-line flag), creating parents."""
+        node = self.data
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[path[-1]] = value
+        self._forget(tuple(path))
+        self.locations[tuple(path)] = where
+        self.key_locations[tuple(path)] = where
+
+    def _forget(self, prefix: Path_) -> None:
+        for table in (self.locations, self.key_locations, self.texts):
+            for stale in [p for p in table if p[: len(prefix)] == prefix]:
+                del table[stale]
+
+
+def read_spec_file(path: str | Path) -> RawSpec:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("spec file not found", where=source, hint="check the path") from None
+    except IsADirectoryError:
+        raise UserError("is a directory, not a spec file", where=source) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"spec file is not UTF-8 text (byte {exc.start})", where=source) from None
+    except OSError as exc:
+        raise UserError(f"cannot read spec file: {exc.strerror}", where=source) from None
+    return parse_text(text, source)
+
+
+def parse_text(text: str, source: str | None = None) -> RawSpec:
+    import yaml  # imported here: most commands that never read a spec should not pay for it
+
+    loader_type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_type(text)
+    label = source or "<spec>"
+    try:
+        root = loader.get_single_node()
+        raw = RawSpec(data={}, source=source)
+        builder = _Builder(loader, raw, label)
+        data = builder.build(root, ()) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
+        raise UserError(f"invalid YAML: {problem}", where=where, hint="fix the YAML syntax") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"invalid YAML: {exc}", where=label) from None
+    except RecursionError:
+        raise UserError("invalid YAML: nested too deeply", where=label) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        raise UserError("the spec is empty", where=label, hint="add at least `frameworks:` or `cuda:`")
+    if not isinstance(data, dict):
+        raise UserError(
+            f"the spec must be a mapping of keys (name, frameworks, cuda, ...), not a {_kind(data)}",
+            where=raw.where(()),
+        )
+    raw.data = data
+    return raw
+
+
+class _Builder:
+    """Turns the YAML node tree into Python values, recording positions on the way and
+    rejecting what a spec never needs: duplicate keys, non-string keys, recursive aliases."""
+
+    def __init__(self, loader: Any, raw: RawSpec, label: str):
+        self.loader = loader
+        self.raw = raw
+        self.label = label
+        self.done: dict[int, Any] = {}  # id(node) -> value, so aliases are built once
+        self.active: set[int] = set()
+
+    def at(self, node: Any) -> str:
+        mark = node.start_mark
+        return f"{self.label}:{mark.line + 1}:{mark.column + 1}"
+
+    def build(self, node: Any, path: Path_) -> Any:
+        import yaml
+
+        self.raw.locations.setdefault(path, self.at(node))
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        if key in self.active:
+            raise UserError("recursive YAML alias", where=self.at(node), hint="write the value out")
+        self.active.add(key)
+        try:
+            if isinstance(node, yaml.MappingNode):
+                self._expect_tag(node, "map")
+                self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+                value: Any = {}
+                for key_node, value_node in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
+                        raise UserError(
+                            f"keys must be plain names, not {key_node.tag.rsplit(':', 1)[-1]}",
+                            where=self.at(key_node),
+                            hint="quote the key",
+                        )
+                    name = key_node.value
+                    if name in value:
+                        raise UserError(f"duplicate key {name!r}", where=self.at(key_node), hint="keep one of them")
+                    self.raw.key_locations[path + (name,)] = self.at(key_node)
+                    value[name] = self.build(value_node, path + (name,))
+            elif isinstance(node, yaml.SequenceNode):
+                self._expect_tag(node, "seq")
+                value = [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+            else:
+                value = self.loader.construct_object(node, deep=True)
+                if not node.style and node.tag.rsplit(":", 1)[-1] in ("int", "float", "bool"):
+                    self.raw.texts[path] = node.value
+        finally:
+            self.active.discard(key)
+        self.done[key] = value
+        return value
+
+    def _expect_tag(self, node: Any, kind: str) -> None:
+        if node.tag != f"tag:yaml.org,2002:{kind}":
+            raise UserError(f"unsupported YAML tag {node.tag}", where=self.at(node), hint="remove the tag")
+
+
+def _kind(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )

@@ -1,0 +1,481 @@
+"""Step 2 of reading a spec: a raw mapping -> a checked `Spec`.
+
+Every rule here is about the request itself (shape, spelling, formats, pins that
+contradict each other); whether the request can work on the target is the resolver's
+business. Each problem is one `UserError` that says what is wrong, where (file:line:col
+or the flag), and how to fix it.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, Callable
+
+from envbuild.errors import UserError
+from envbuild.model import BASE_FAMILIES, FRAMEWORKS, INSTALLERS, PLATFORMS, FrameworkRequest, Spec
+from envbuild.spec.parse import RawSpec
+
+# The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
+TOP_KEYS = (
+    "name", "frameworks", "cuda", "cudnn", "python", "target", "installer", "base",
+    "base_image", "channels", "packages", "env", "image", "strict",
+)
+NESTED_KEYS = {
+    "target": ("driver", "gpus", "platform"),
+    "packages": ("conda", "pip"),
+    "image": ("repository",),
+}
+
+# Names people write for the five frameworks -> the canonical name. Names that carry a
+# CUDA major (cupy-cuda12x, cudf-cu12, jax-cuda12-plugin) are handled by _CUDA_IN_NAME.
+FRAMEWORK_ALIASES = {
+    "pytorch": "pytorch", "torch": "pytorch", "pytorch-gpu": "pytorch",
+    "tensorflow": "tensorflow", "tf": "tensorflow", "tensorflow-gpu": "tensorflow",
+    "jax": "jax", "jaxlib": "jax",
+    "rapids": "rapids", "cudf": "rapids", "cuml": "rapids", "cugraph": "rapids", "cuspatial": "rapids",
+    "cupy": "cupy",
+}
+# Package names that also pin CUDA: (pattern, canonical framework, the digits name a
+# major ("12" = any 12.x) or a major+minor variant ("102" = 10.2)).
+_CUDA_IN_NAME = (
+    (re.compile(r"^cupy-cuda(\d+)x$"), "cupy", "major"),  # cupy-cuda11x, cupy-cuda12x
+    (re.compile(r"^cupy-cuda(\d{2,3})$"), "cupy", "variant"),  # cupy-cuda102, cupy-cuda117
+    (re.compile(r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$"), "rapids", "major"),  # cudf-cu12
+    (re.compile(r"^jax-cuda(\d+)-(?:plugin|pjrt)$"), "jax", "major"),  # jax-cuda12-plugin
+)
+# CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
+_CPU_ONLY = {"tensorflow-cpu": "tensorflow", "pytorch-cpu": "pytorch", "cupy-cpu": "cupy"}
+# Conda packages that choose the CUDA variant; the spec sets that with `cuda:` instead.
+_CUDA_PACKAGES = {"cudatoolkit", "pytorch-cuda", "cuda-version", "cuda-toolkit", "cuda"}
+
+_DRIVER = re.compile(r"^\d{2,4}\.\d{1,3}(\.\d{1,3})?$")
+_CC = re.compile(r"^(?:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)$", re.IGNORECASE)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SPEC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+# Docker image references: [registry[:port]/]path[:tag][@sha256:digest]
+_REGISTRY = r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:]+\])(?::\d+)?|[A-Za-z0-9-]+:\d+)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(
+    rf"^(?:(?P<registry>{_REGISTRY})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+
+def validate_raw(raw: RawSpec) -> Spec:
+    return _Validator(raw).spec()
+
+
+def did_you_mean(word: str, choices: Any) -> str | None:
+    close = difflib.get_close_matches(str(word).lower(), [str(c).lower() for c in choices], n=1, cutoff=0.6)
+    if not close:
+        return None
+    original = {str(c).lower(): str(c) for c in choices}
+    return f"did you mean {original[close[0]]!r}?"
+
+
+def split_framework(text: str) -> tuple[str, str | None]:
+    """`pytorch==1.7.1+cu101` -> ("pytorch", "1.7.1+cu101"); `cupy>=13` -> ("cupy", ">=13");
+    `jax` -> ("jax", None). The name is returned as written."""
+    match = re.match(r"^\s*([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?)\s*(.*?)\s*$", text)
+    if not match or not match.group(1):
+        raise ValueError(f"{text!r} is not NAME or NAME==VERSION")
+    name, rest = match.group(1), match.group(2)
+    if not rest:
+        return name, None
+    if rest[0] not in "=<>!~" and not rest[0].isdigit() and rest != "*":
+        raise ValueError(f"{text!r} is not NAME or NAME==VERSION")
+    # `==1.7.1+cu101` and `1.7.1+cu101` mean the same; keep the shorter, file-style text.
+    if rest.startswith("==") and "," not in rest and ("+" in rest or rest.endswith(".*")):
+        rest = rest[2:]
+    return name, rest
+
+
+def canonical_framework(name: str) -> tuple[str, str | None] | None:
+    """(canonical framework, CUDA implied by the name or None), or None if unknown."""
+    key = re.sub(r"\[.*\]$", "", str(name)).strip().lower().replace("_", "-")
+    if key in FRAMEWORK_ALIASES:
+        return FRAMEWORK_ALIASES[key], None
+    for pattern, framework, digits_are in _CUDA_IN_NAME:
+        match = pattern.match(key)
+        if match:
+            digits = match.group(1)
+            return framework, digits if digits_are == "major" else f"{int(digits[:-1])}.{digits[-1]}"
+    return None
+
+
+class _Validator:
+    def __init__(self, raw: RawSpec):
+        self.raw = raw
+        self.data = raw.data
+
+    # --- helpers -----------------------------------------------------------------------
+    def fail(self, path: tuple, message: str, hint: str | None = None, *, key: bool = False) -> UserError:
+        return UserError(message, where=self.raw.where(path, key=key) or "spec", hint=hint)
+
+    def label(self, path: tuple) -> str:
+        """How a path reads in a message: `target.gpus[1]`."""
+        out = ""
+        for part in path:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        return out
+
+    def get(self, path: tuple) -> Any:
+        node: Any = self.data
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return None
+        return node
+
+    def string(self, path: tuple, *, number_ok: bool = True) -> str | None:
+        """A scalar as text (unquoted numbers keep their written form), None if absent."""
+        value = self.get(path)
+        if value is None:
+            return None
+        if number_ok:
+            value = self.raw.text(path, value)
+        if not isinstance(value, str):
+            raise self.fail(path, f"{self.label(path)} must be a string, not {_kind(value)}", 'quote it: "..."')
+        if not value.strip():
+            raise self.fail(path, f"{self.label(path)} is empty", "remove the key or give a value")
+        return value.strip()
+
+    def mapping(self, path: tuple) -> dict:
+        value = self.get(path)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"{self.label(path)} must be a mapping, not {_kind(value)}")
+        return value
+
+    def string_list(self, path: tuple, *, single_ok: bool = False) -> list[str]:
+        value = self.get(path)
+        if value is None:
+            return []
+        if single_ok and not isinstance(value, (list, dict)):
+            return [self.string(path)]
+        if not isinstance(value, list):
+            raise self.fail(path, f"{self.label(path)} must be a list, not {_kind(value)}", "write [a, b] or one item per line with -")
+        return [self.string(path + (i,)) or "" for i in range(len(value))]
+
+    def choice(self, path: tuple, choices: tuple[str, ...], default: str | None) -> str | None:
+        value = self.string(path)
+        if value is None:
+            return default
+        if value not in choices:
+            hint = did_you_mean(value, choices) or f"one of: {', '.join(choices)}"
+            raise self.fail(path, f"unknown {self.label(path).rsplit('.', 1)[-1]} {value!r}", hint)
+        return value
+
+    def check_keys(self, path: tuple, allowed: tuple[str, ...]) -> None:
+        for key in self.mapping(path) if path else self.data:
+            if key in allowed:
+                continue
+            hint = did_you_mean(key, allowed)
+            if not path and hint is None:  # a nested key written at the top: `driver:` -> target.driver
+                parent = next((p for p, keys in NESTED_KEYS.items() if key in keys), None)
+                hint = f"put it under `{parent}:`" if parent else None
+            where = self.label(path) + ": " if path else ""
+            raise self.fail(
+                path + (key,),
+                f"unknown key {where}{key!r}",
+                hint or f"known keys: {', '.join(allowed)}",
+                key=True,
+            )
+
+    def version(self, path: tuple, what: str, *, parts: tuple[int, int], example: str) -> str | None:
+        from envbuild.versions import parse_version
+
+        text = self.string(path)
+        if text is None:
+            return None
+        try:
+            version = parse_version(text)
+        except ValueError:
+            version = None
+        if version is None or version.local or version.epoch or version.is_prerelease or version.is_postrelease:
+            raise self.fail(path, f"malformed {what} version {text!r}", f"write it like {example}")
+        if not parts[0] <= len(version.release) <= parts[1]:
+            raise self.fail(path, f"{what} version {text!r} needs major.minor", f"write it like {example}")
+        return text
+
+    # --- the spec ------------------------------------------------------------------------
+    def spec(self) -> Spec:
+        self.check_keys((), TOP_KEYS)
+        for parent, keys in NESTED_KEYS.items():
+            self.mapping((parent,))
+            self.check_keys((parent,), keys)
+
+        frameworks, implied = self.frameworks()
+        cuda = self.version(("cuda",), "CUDA", parts=(2, 4), example='"12.1" or "11.0.221"')
+        cudnn = self.version(("cudnn",), "cuDNN", parts=(1, 4), example='"8.9"')
+        python = self.version(("python",), "Python", parts=(2, 3), example='"3.10"')
+        if python is not None and not python.startswith(("2.", "3.")):
+            raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
+        installer = self.choice(("installer",), INSTALLERS, None)
+        base, base_image = self.base()
+        self.check_pins(frameworks, implied, cuda, installer)
+        if not frameworks and cuda is None and base_image is None:
+            raise self.fail(
+                (), "the spec names no framework, no cuda and no base_image: nothing to resolve",
+                "add e.g. `frameworks: {pytorch: null}` or --framework pytorch",
+            )
+        strict = self.get(("strict",))
+        if strict is not None and not isinstance(strict, bool):
+            raise self.fail(("strict",), f"strict must be true or false, not {strict!r}")
+        name = self.string(("name",))
+        if name is not None and not _SPEC_NAME.match(name):
+            raise self.fail(("name",), f"name {name!r} has characters other than letters, digits, . _ -")
+
+        return Spec(
+            name=name,
+            frameworks=tuple(FrameworkRequest(n, c) for n, c in frameworks.items()),
+            cuda=cuda,
+            cudnn=cudnn,
+            python=python,
+            driver=self.driver(),
+            gpus=self.gpus(),
+            platform=self.choice(("target", "platform"), PLATFORMS, "linux-64") or "linux-64",
+            installer=installer,
+            base=base,
+            base_image=base_image,
+            channels=tuple(self.string_list(("channels",))),
+            conda_packages=tuple(self.packages("conda")),
+            pip_packages=tuple(self.packages("pip")),
+            env=self.env(),
+            image_repository=self.image_repository(),
+            strict=bool(strict),
+            source=self.raw.source,
+        )
+
+    def frameworks(self) -> tuple[dict[str, str | None], dict[str, tuple[str, tuple]]]:
+        """{canonical name: constraint text or None} and {name: (CUDA implied, path)}."""
+        from envbuild.versions import parse_constraint
+
+        value = self.get(("frameworks",))
+        entries: list[tuple[tuple, str, Any]] = []  # (path, name as written, constraint)
+        if value is None:
+            return {}, {}
+        if not isinstance(value, dict):
+            raise self.fail(
+                ("frameworks",), f"frameworks must be a mapping of name to version, not {_kind(value)}",
+                'write e.g. frameworks: {pytorch: "2.1.*", cupy: null}',
+            )
+        # unquoted numbers keep their written form: `tensorflow: 2.10` stays "2.10"
+        entries = [(("frameworks", k), k, self.raw.text(("frameworks", k), v)) for k, v in value.items()]
+
+        chosen: dict[str, str | None] = {}
+        implied: dict[str, tuple[str, tuple]] = {}
+        for path, written, constraint in entries:
+            known = canonical_framework(written)
+            if known is None:
+                lowered = str(written).lower()
+                if lowered in _CPU_ONLY:
+                    raise self.fail(path, f"{written} is a CPU-only build", f"ask for {_CPU_ONLY[lowered]}", key=True)
+                hint = did_you_mean(written, list(FRAMEWORK_ALIASES)) or f"envbuild knows {', '.join(FRAMEWORKS)}"
+                raise self.fail(path, f"unknown framework {written!r}", hint, key=True)
+            name, cuda_from_name = known
+            if constraint is not None:
+                if not isinstance(constraint, str):
+                    raise self.fail(path, f"the version of {written} must be a string, not {_kind(constraint)}", 'quote it: "2.1.*"')
+                constraint = constraint.strip() or None
+            if constraint is not None:
+                try:
+                    parsed = parse_constraint(constraint)
+                except ValueError as exc:
+                    raise self.fail(path, f"{written}: {exc}", 'write e.g. "2.1.*", ">=2.1,<2.3" or "1.7.1+cu101"') from None
+                if parsed.any:
+                    constraint = None
+                elif parsed.local is not None:
+                    try:
+                        from envbuild.versions import cuda_from_local
+
+                        local_cuda = cuda_from_local(parsed.local)
+                    except ValueError:
+                        raise self.fail(
+                            path, f"{written} {constraint}: +{parsed.local} is not a CUDA build",
+                            "use a +cuXYZ variant (e.g. +cu121) or leave the label off",
+                        ) from None
+                    implied[f"{written} {constraint}"] = (local_cuda, path)
+            if cuda_from_name is not None:
+                implied[written] = (cuda_from_name, path)
+            if name in chosen and chosen[name] != constraint:
+                raise self.fail(
+                    path, f"{name} is pinned twice: {chosen[name] or 'any'} and {constraint or 'any'}",
+                    "keep one pin per framework", key=True,
+                )
+            chosen[name] = constraint
+        return chosen, implied
+
+    def check_pins(self, frameworks: dict, implied: dict, cuda: str | None, installer: str | None) -> None:
+        """Pins that contradict each other before any matrix is consulted."""
+        from envbuild.versions import major_minor
+
+        anchor = (f"cuda: {cuda}", major_minor(cuda), ("cuda",)) if cuda else None
+        for what, (implied_cuda, path) in implied.items():
+            if "+" in what and installer == "conda":
+                raise self.fail(
+                    path, f"{what} is a pip wheel, but installer is conda",
+                    "drop the +cu label (set cuda: instead) or use installer: pip",
+                )
+            if anchor is None:
+                anchor = (what, implied_cuda, path)
+                continue
+            ok = _same_cuda(implied_cuda, anchor[1])
+            if not ok:
+                raise self.fail(
+                    path, f"{what} means CUDA {implied_cuda}, but {anchor[0]} asks for CUDA {anchor[1]}",
+                    "make the two CUDA versions agree", key="+" not in what,  # a package name: point at it
+                )
+
+    def driver(self) -> str | None:
+        path = ("target", "driver")
+        text = self.string(path)
+        if text is None:
+            return None
+        if not _DRIVER.match(text):
+            raise self.fail(
+                path, f"malformed driver version {text!r}",
+                "write it as nvidia-smi prints it, e.g. 535.104.05",
+            )
+        return text
+
+    def gpus(self) -> tuple[str, ...]:
+        path = ("target", "gpus")
+        names = self.string_list(path, single_ok=True)
+        out: list[str] = []
+        for i, name in enumerate(names):
+            item = path + (i,) if isinstance(self.get(path), list) else path
+            out.append(self.gpu(item, name))
+        return tuple(dict.fromkeys(out))
+
+    def gpu(self, path: tuple, name: str) -> str:
+        from envbuild.versions import parse_compute_capability
+
+        if _CC.match(name):
+            major, minor = parse_compute_capability(name)
+            if not 1 <= major <= 20:
+                raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
+            return f"{major}.{minor}"
+        found, suggestions = _find_gpu(name)
+        if found:
+            return name
+        hint = f"did you mean {suggestions[0]!r}?" if suggestions else "give the model (A100, RTX 3090) or a compute capability (8.6)"
+        raise self.fail(path, f"unknown GPU {name!r}", hint)
+
+    def base(self) -> tuple[str, str | None]:
+        """`base` is a family name or (shorthand) an image reference; `base_image` an image."""
+        family = self.string(("base",))
+        image = self.string(("base_image",))
+        if image is not None:
+            image = self.image_ref(("base_image",), image, tag=True)
+        if family is None:
+            return "auto", image
+        if family in BASE_FAMILIES:
+            return family, image
+        if ":" in family or "/" in family or "@" in family:
+            ref = self.image_ref(("base",), family, tag=True)
+            if image is not None and image != ref:
+                raise self.fail(("base",), f"base {ref!r} and base_image {image!r} name different images", "keep one")
+            return "auto", ref
+        hint = did_you_mean(family, BASE_FAMILIES) or f"one of: {', '.join(BASE_FAMILIES)}, or an IMAGE:TAG"
+        raise self.fail(("base",), f"unknown base {family!r}", hint)
+
+    def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:
+        match = _IMAGE_REF.match(text)
+        if not match:
+            raise self.fail(path, f"malformed image reference {text!r}", "write e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04")
+        has_tag = bool(match.group("tag") or match.group("digest"))
+        if tag and not has_tag:
+            raise self.fail(path, f"image {text!r} has no tag", "name the tag, e.g. IMAGE:TAG, so builds repeat")
+        if not tag and has_tag:
+            raise self.fail(path, f"repository {text!r} must not carry a tag", "envbuild chooses the tag")
+        return text
+
+    def image_repository(self) -> str | None:
+        path = ("image", "repository")
+        text = self.string(path)
+        return None if text is None else self.image_ref(path, text, tag=False)
+
+    def packages(self, kind: str) -> list[str]:
+        path = ("packages", kind)
+        items = self.string_list(path)
+        for i, item in enumerate(items):
+            match = _PACKAGE_NAME.match(item)
+            name = match.group(0).lower() if match else ""
+            where = path + (i,)
+            if not name:
+                raise self.fail(where, f"malformed {kind} package {item!r}", "write NAME or NAME==VERSION")
+            framework = canonical_framework(name)
+            if framework:
+                raise self.fail(
+                    where, f"{name} is a framework; envbuild checks it only under frameworks:",
+                    f"move it to frameworks: {{{framework[0]}: ...}}",
+                )
+            if kind == "conda" and name in _CUDA_PACKAGES:
+                raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
+            if kind == "pip":
+                _check_pip_requirement(item, lambda msg: self.fail(where, msg, "write a PEP 508 requirement, e.g. einops==0.7.0"))
+        return items
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        out = {}
+        for key, value in self.mapping(("env",)).items():
+            path = ("env", key)
+            if not _ENV_NAME.match(key):
+                raise self.fail(path, f"env name {key!r} is not a valid variable name", "use letters, digits and _", key=True)
+            if isinstance(value, (dict, list)) or value is None:
+                raise self.fail(path, f"env.{key} must be a string, not {_kind(value)}", 'quote it: "..."')
+            # As written: `N: 4` is "4", `DEBUG: yes` is "yes" (not YAML's True).
+            text = self.raw.texts.get(path)
+            if text is None:
+                text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            out[key] = text
+        return tuple(sorted(out.items()))
+
+
+def _same_cuda(a: str, b: str) -> bool:
+    """`12` (a major) agrees with any 12.x; otherwise major.minor must be equal."""
+    a_parts, b_parts = a.split("."), b.split(".")
+    n = min(len(a_parts), len(b_parts), 2)
+    return [int(p) for p in a_parts[:n]] == [int(p) for p in b_parts[:n]]
+
+
+def _find_gpu(name: str) -> tuple[bool, list[str]]:
+    """Whether the GPU matrix knows `name`, and the nearest names it knows."""
+    from envbuild import matrix
+    from envbuild.matrix.lookup import find_gpu, gpu_key, gpu_names
+
+    m = matrix.load()
+    if find_gpu(m, name) is not None:
+        return True, []
+    names = {gpu_key(n): n for n in gpu_names(m)}
+    close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
+    return False, [names[k] for k in close]
+
+
+def _check_pip_requirement(text: str, fail: Callable[[str], UserError]) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise fail(f"malformed pip requirement {text!r}: {str(exc).splitlines()[0]}") from None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "empty (null)"
+    return f"a {type(value).__name__}"

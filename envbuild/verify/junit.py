@@ -1,0 +1,52 @@
+"""JUnit XML for CI systems: one testcase per check.
+
+fail -> <failure>, skip -> <skipped>, warn -> a passing testcase whose <system-out> says
+WARN (CI dashboards show it without failing the build). A failed check that is not
+required (performance) is written as passing with its failure in <system-out>, matching
+the exit code.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+
+def junit_tree(checks: list[dict[str, Any]], suite: str = "envbuild.verify", elapsed_s: float = 0.0) -> ET.ElementTree:
+    failures = sum(1 for c in checks if c["status"] == "fail" and c.get("required", True))
+    skipped = sum(1 for c in checks if c["status"] == "skip")
+    root = ET.Element("testsuites", name=suite, tests=str(len(checks)), failures=str(failures))
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(checks)), failures=str(failures),
+                       errors="0", skipped=str(skipped), time="%.3f" % elapsed_s)
+    for c in checks:
+        group = c["name"].split(".", 1)[0]
+        case = ET.SubElement(ts, "testcase", classname=f"{suite}.{group}", name=c["name"], time="0")
+        text = c.get("details") or ""
+        extra = "\n".join(f"{k}: {c[k]}" for k in ("cause", "fix") if c.get(k))
+        if c["status"] == "fail" and c.get("required", True):
+            failure = ET.SubElement(case, "failure", message=(c.get("cause") or text)[:500],
+                                    type=str((c.get("data") or {}).get("signature") or "check_failed"))
+            failure.text = "\n".join(x for x in (text, extra) if x)
+        elif c["status"] == "skip":
+            ET.SubElement(case, "skipped", message=text[:500])
+        if c["status"] in ("warn", "pass") or (c["status"] == "fail" and not c.get("required", True)):
+            out = ET.SubElement(case, "system-out")
+            out.text = f"{c['status'].upper()}: " + "\n".join(x for x in (text, extra) if x)
+    ET.indent(root) if hasattr(ET, "indent") else None
+    return ET.ElementTree(root)
+
+
+def write_junit(path: str | os.PathLike, checks: list[dict[str, Any]], suite: str = "envbuild.verify",
+                elapsed_s: float = 0.0) -> None:
+    """Write atomically: a failed run never leaves a half-written file behind."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            junit_tree(checks, suite, elapsed_s).write(fh, encoding="utf-8", xml_declaration=True)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

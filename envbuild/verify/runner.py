@@ -1,0 +1,239 @@
+"""Run the probe in a container of the image, with the host's GPUs, and collect its report.
+
+The probe file is copied into the container (so the report always has this envbuild's
+format, whatever probe the image carries), the image's labels and the spec's resolution
+are passed as expectations, and the matrices' peak figures and driver floors as facts.
+When Docker cannot give the container a GPU (no NVIDIA runtime or CDI on this host), the
+probe still runs without one: its static checks pass or fail on their merits and its GPU
+checks fail with "no GPU visible", so the verdict is never a silent pass.
+"""
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envbuild import probe as probe_module
+from envbuild.errors import EnvironmentProblem, UserError
+
+PROBE_DIR = "/tmp/envbuild-probe"
+# /bin/sh -c replaces the image's entrypoint (NVIDIA's prints a banner on stdout)
+PROBE_COMMAND = 'exec "$(command -v python3 || command -v python)" %s/probe.py --json' % PROBE_DIR
+
+
+@dataclass
+class Report:
+    image: str
+    probe: dict[str, Any]  # the probe's JSON report
+    gpu_request: str | None  # what was asked of Docker ("all", "2", "0,1") or None when run without GPU
+    runner_checks: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        return self.runner_checks + list(self.probe.get("checks", []))
+
+    @property
+    def failed_required(self) -> list[str]:
+        return [c["name"] for c in self.checks if c["status"] == "fail" and c.get("required", True)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_required and bool(self.probe.get("checks"))
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {s: sum(1 for c in self.checks if c["status"] == s) for s in probe_module.STATUSES}
+        return {
+            "image": self.image,
+            "gpu_request": self.gpu_request,
+            "ok": self.ok,
+            "summary": dict(counts, ok=self.ok, failed_required=self.failed_required),
+            "elapsed_s": round(self.elapsed_s, 2),
+            "checks": self.checks,
+            "probe": {k: v for k, v in self.probe.items() if k != "checks"},
+        }
+
+
+def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *, client=None,
+               timeout: int = 900, perf: bool = True) -> Report:
+    """Verify IMAGE on this host's GPUs.
+
+    gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
+    run without a GPU. expect_spec: a spec file path, a `Spec`, a `Resolution` or an
+    expectations dict (cuda, sms, frameworks); None uses the image's envbuild labels only.
+    Raises EnvironmentProblem when the Docker engine is unreachable, UserError for an
+    unknown image; every other problem becomes a failed check in the report.
+    """
+    started = time.time()
+    docker_client = client or _docker_client()
+    img = _get_image(docker_client, image)
+    labels = dict(img.labels or {})
+    payload = {"expect": expectations(expect_spec), "facts": matrix_facts(), "labels": labels}
+    runner_checks: list[dict[str, Any]] = []
+    request = _device_requests(gpus) if gpus else None
+    result = _run_probe(docker_client, image, payload, request, timeout, perf)
+    if request is not None and result["start_error"]:
+        sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
+        runner_checks.append(probe_module.check(
+            "runner.gpu_request", "fail", "Docker could not start the container with GPUs: %s" %
+            probe_module._first_line(result["start_error"]),
+            "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
+            sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
+        result = _run_probe(docker_client, image, payload, None, timeout, perf)
+        gpus = None
+    if result["start_error"]:
+        raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
+    report_json = _parse_probe_output(result["stdout"])
+    if report_json is None:
+        tail = (result["stderr"] or result["stdout"] or "").strip()[-500:]
+        no_python = "not found" in tail or result["exit"] == 127
+        runner_checks.append(probe_module.check(
+            "runner.probe", "fail", "the probe produced no report (exit %s): %s" % (result["exit"], tail or "no output"),
+            "the image has no Python interpreter" if no_python else "the probe crashed",
+            "install python3 in the image (the probe needs only its standard library)" if no_python
+            else "run `python3 /opt/envbuild/probe.py` in the image to see the error"))
+        report_json = {"checks": [], "summary": {"ok": False}}
+    return Report(image=image, probe=report_json, gpu_request=str(gpus) if gpus else None,
+                  runner_checks=runner_checks, elapsed_s=time.time() - started)
+
+
+def _docker_client():
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine is the same problem
+        raise EnvironmentProblem(f"cannot reach the Docker engine: {exc}",
+                                 hint="start dockerd (or set DOCKER_HOST) and retry") from None
+
+
+def _get_image(client, image: str):
+    import docker.errors
+
+    try:
+        return client.images.get(image)
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        return client.images.pull(image)
+    except docker.errors.APIError as exc:
+        raise UserError(f"image {image!r} is neither local nor pullable: {exc.explanation or exc}",
+                        where="IMAGE", hint="build it with `envbuild image`, or check the name and registry login") from None
+
+
+def _device_requests(gpus: str):
+    import docker.types
+
+    text = str(gpus).strip()
+    if text == "all":
+        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if text.isdigit():
+        return [docker.types.DeviceRequest(count=int(text), capabilities=[["gpu"]])]
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise UserError(f"--gpus {gpus!r} names no GPU", where="--gpus", hint="use all, a count, or indices/UUIDs like 0,1")
+    return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+
+def _probe_archive() -> bytes:
+    data = Path(probe_module.__file__).read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folder = tarfile.TarInfo(PROBE_DIR.strip("/").split("/")[-1])
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(folder)
+        info = tarfile.TarInfo(folder.name + "/probe.py")
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool) -> dict[str, Any]:
+    import docker.errors
+
+    command = PROBE_COMMAND + ("" if perf else " --no-perf")
+    container = None
+    try:
+        container = client.containers.create(
+            image, entrypoint=["/bin/sh", "-c"], command=[command], detach=True,
+            environment={"ENVBUILD_PROBE_INPUT": json.dumps(payload)}, device_requests=device_requests)
+        container.put_archive("/tmp", _probe_archive())
+        container.start()
+        status = container.wait(timeout=timeout)
+        return {"start_error": None, "exit": status.get("StatusCode"),
+                "stdout": container.logs(stdout=True, stderr=False).decode(errors="replace"),
+                "stderr": container.logs(stdout=False, stderr=True).decode(errors="replace")}
+    except docker.errors.APIError as exc:
+        return {"start_error": str(exc.explanation or exc), "exit": None, "stdout": "", "stderr": ""}
+    except Exception as exc:  # noqa: BLE001 - e.g. a read timeout while waiting
+        return {"start_error": None, "exit": None, "stdout": "", "stderr": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
+
+
+def _parse_probe_output(stdout: str) -> dict[str, Any] | None:
+    start = stdout.find("{")
+    while start != -1:
+        try:
+            value = json.loads(stdout[start:])
+            return value if isinstance(value, dict) and "checks" in value else None
+        except json.JSONDecodeError:
+            start = stdout.find("\n{", start + 1)
+            start = start + 1 if start != -1 else -1
+    return None
+
+
+# --- what the probe is told ----------------------------------------------------------------------
+def matrix_facts() -> dict[str, Any]:
+    """Peak figures, minor-version driver floors and data-center GPUs from envbuild's matrices."""
+    import yaml
+
+    from envbuild.paths import MATRICES_DIR
+
+    return probe_module.facts_from_matrices(str(MATRICES_DIR), yaml.safe_load)
+
+
+def expectations(expect_spec: Any) -> dict[str, Any]:
+    """Expectations for the probe from a spec path, Spec, Resolution or ready dict."""
+    if expect_spec is None:
+        return {}
+    if isinstance(expect_spec, dict):
+        return expect_spec
+    from envbuild.model import Resolution, Spec
+
+    resolution = expect_spec
+    if not isinstance(expect_spec, (Spec, Resolution)):
+        from envbuild.spec import load_spec
+
+        resolution = load_spec(expect_spec)
+    if isinstance(resolution, Spec):
+        from envbuild.resolver import resolve
+
+        resolution = resolve(resolution)
+    if not resolution.ok or resolution.resolved is None:
+        first = resolution.conflicts[0].message if resolution.conflicts else "no resolution"
+        raise UserError(f"the expected spec does not resolve: {first}", where=str(getattr(expect_spec, "source", expect_spec)),
+                        hint="run `envbuild resolve` on it and apply a fix")
+    stack = resolution.resolved
+    sms = sorted({str(probe_module.sm_of(g.compute_capability)) for g in stack.gpus if probe_module.sm_of(g.compute_capability)},
+                 key=int)
+    return {
+        "cuda": stack.cuda,
+        "sms": sms,
+        "gpus": [g.name for g in stack.gpus],
+        "frameworks": {f.name: {"version": f.version, "cuda": f.cuda} for f in stack.frameworks},
+    }

@@ -1,0 +1,217 @@
+"""Version helpers on top of `packaging`.
+
+Users write constraints in three dialects: conda (`1.6.*`, `1.6`, `=1.6`, `>=1.6,<2`),
+PEP 440 (`>=2.1,<2.3`, `==2.1.*`, `~=2.1`) and pip local versions (`1.7.1+cu101`).
+`parse_constraint` maps all of them onto one `packaging` SpecifierSet plus an optional
+local label, so the rest of envbuild compares versions one way only.
+
+NVIDIA driver versions (`450.80.02`, `535.104.05`) are valid PEP 440 release numbers,
+so `packaging.version.Version` orders them correctly (`02` compares as 2).
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "Constraint",
+    "parse_constraint",
+    "parse_version",
+    "parse_driver",
+    "driver_at_least",
+    "major_minor",
+    "cuda_from_local",
+    "cuda_to_local",
+    "parse_compute_capability",
+]
+
+_OPERATORS = ("===", "==", "!=", "<=", ">=", "~=", "<", ">", "=")
+_CU_LOCAL = re.compile(r"^cu(\d{2,4})$")
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_version(text: str) -> Version:
+    """A `Version`, or ValueError with the offending text."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"empty version {text!r}")
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        raise ValueError(f"malformed version {text!r} (expected something like 2.1.2 or 12.1)") from None
+
+
+def parse_driver(text: str) -> Version:
+    """A host driver version such as `450.80.02`, `535.104.05`, `R470` or `470`."""
+    cleaned = str(text).strip()
+    if cleaned[:1] in ("R", "r") and cleaned[1:].split(".", 1)[0].isdigit():
+        cleaned = cleaned[1:]
+    try:
+        return parse_version(cleaned)
+    except ValueError:
+        raise ValueError(f"malformed driver version {text!r} (expected something like 535.104.05)") from None
+
+
+def driver_at_least(driver: str, minimum: str) -> bool:
+    return parse_driver(driver) >= parse_driver(minimum)
+
+
+def major_minor(text: str) -> str:
+    """`12.1.1` -> `12.1`, `11.0.221` -> `11.0`, `12` -> `12.0`."""
+    release = parse_version(text).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def cuda_from_local(label: str) -> str:
+    """The CUDA variant a pip local label names: `cu121` -> `12.1`, `cu92` -> `9.2`."""
+    match = _CU_LOCAL.match(label.strip().lower())
+    if not match:
+        raise ValueError(f"{label!r} is not a CUDA wheel label (expected cuXYZ, e.g. cu121)")
+    digits = match.group(1)
+    return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+def cuda_to_local(cuda: str) -> str:
+    """`12.1` (or `12.1.1`) -> `cu121`."""
+    release = parse_version(cuda).release
+    minor = release[1] if len(release) > 1 else 0
+    if minor > 9:
+        raise ValueError(f"CUDA {cuda} has no cuXYZ wheel label")
+    return f"cu{release[0]}{minor}"
+
+
+def parse_compute_capability(text: str) -> tuple[int, int]:
+    """`8.6`, `sm_86`, `compute_86` or `86` -> (8, 6); `sm_100` / `10.0` -> (10, 0);
+    `sm_90a` -> (9, 0)."""
+    raw = str(text).strip().lower()
+    for prefix in ("sm_", "compute_"):
+        if raw.startswith(prefix):
+            raw = raw[len(prefix):]
+    raw = raw.rstrip("af")  # arch-specific (sm_90a) and family (sm_100f) suffixes
+    if re.fullmatch(r"\d{1,2}\.\d", raw):
+        major, minor = raw.split(".")
+        return int(major), int(minor)
+    if re.fullmatch(r"\d{2,3}", raw):
+        return int(raw[:-1]), int(raw[-1])
+    raise ValueError(f"malformed compute capability {text!r} (expected e.g. 8.6 or sm_86)")
+
+
+@dataclass(frozen=True, eq=False)
+class Constraint:
+    """A parsed version constraint. `specifier` is PEP 440; `local` is the pip local
+    label when one was written (`cu101` in `1.7.1+cu101`)."""
+
+    text: str
+    specifier: SpecifierSet
+    local: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return not str(self.specifier) and self.local is None
+
+    @property
+    def exact(self) -> Version | None:
+        """The single version pinned by `==X` (no wildcard), else None."""
+        specs = list(self.specifier)
+        if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
+            return parse_version(specs[0].version)
+        return None
+
+    def contains(self, version: str | Version) -> bool:
+        memo = self._memo
+        found = memo.get(version)
+        if found is None:
+            found = memo[version] = self._contains(version)
+        return found
+
+    def _contains(self, version: str | Version) -> bool:
+        v = version if isinstance(version, Version) else parse_version(version)
+        if self.local is not None and v.local is not None and v.local != self.local:
+            return False
+        public = v if v.local is None else Version(v.public)
+        # A pre-release matches only when the constraint itself names one.
+        return self.specifier.contains(public, prereleases=self._names_prerelease)
+
+    @functools.cached_property
+    def _memo(self) -> dict:
+        # Constraints are shared through parse_constraint's cache; versions repeat a lot.
+        return {}
+
+    @functools.cached_property
+    def _names_prerelease(self) -> bool:
+        return any(parse_version(s.version.removesuffix(".*")).is_prerelease for s in self.specifier)
+
+    def __str__(self) -> str:
+        text = str(self.specifier) or "*"
+        return f"{text}+{self.local}" if self.local else text
+
+
+def _translate_clause(clause: str, original: str) -> tuple[str, str | None]:
+    """One comma-separated clause -> (PEP 440 clause, local label or None)."""
+    op = next((o for o in _OPERATORS if clause.startswith(o)), "")
+    version = clause[len(op):].strip()
+    if not version:
+        raise ValueError(f"malformed version constraint {original!r}: {clause!r} has no version")
+    if "=" in version or " " in version:
+        raise ValueError(
+            f"malformed version constraint {original!r}: build strings are not accepted here "
+            "(choose the CUDA variant with `cuda:` instead)"
+        )
+    local = None
+    if "+" in version:
+        version, local = version.split("+", 1)
+        if op not in ("", "=", "==", "===") or not local:
+            raise ValueError(f"malformed version constraint {original!r}: a +local label needs an exact version")
+        op = "=="
+    wildcard = version.endswith(".*") or version == "*"
+    base = version[:-2] if version.endswith(".*") else version
+    if version == "*":
+        if op not in ("", "=", "=="):
+            raise ValueError(f"malformed version constraint {original!r}")
+        return "", local
+    try:
+        parsed = parse_version(base)
+    except ValueError:
+        raise ValueError(f"malformed version constraint {original!r}: {base!r} is not a version") from None
+    if op in ("", "="):
+        # conda: a bare or single-= version is a prefix match (`1.6` = `1.6.*`), unless
+        # it names a pre/post/dev release, which only matches itself.
+        if local is not None or parsed.is_prerelease or parsed.is_postrelease or parsed.is_devrelease:
+            return f"=={base}", local
+        return f"=={base}.*", local
+    if wildcard and op not in ("==", "!="):
+        raise ValueError(f"malformed version constraint {original!r}: `{op}` cannot take a wildcard")
+    return f"{op}{version}", local
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_constraint(text: str | None) -> Constraint:
+    """Parse a conda-style or PEP 440 constraint (None, "" and "*" mean any version)."""
+    if text is None:
+        return Constraint("*", SpecifierSet())
+    original = str(text)
+    cleaned = original.strip()
+    if cleaned in ("", "*", "any"):
+        return Constraint(original, SpecifierSet())
+    if "|" in cleaned:
+        raise ValueError(f"malformed version constraint {original!r}: alternatives with `|` are not supported")
+    clauses, locals_ = [], set()
+    for clause in cleaned.split(","):
+        clause = clause.strip()
+        if not clause:
+            raise ValueError(f"malformed version constraint {original!r}: empty clause")
+        pep, local = _translate_clause(clause, original)
+        if pep:
+            clauses.append(pep)
+        if local:
+            locals_.add(local)
+    if len(locals_) > 1:
+        raise ValueError(f"malformed version constraint {original!r}: more than one +local label")
+    try:
+        specifier = SpecifierSet(",".join(clauses))
+    except InvalidSpecifier:
+        raise ValueError(f"malformed version constraint {original!r}") from None
+    return Constraint(original, specifier, next(iter(locals_), None))

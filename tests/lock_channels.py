@@ -1,0 +1,152 @@
+"""Local conda channels for the lock tests, built on disk.
+
+`repodata_channels(root)` writes repodata-only channels from tests/data/lock_channels.yaml
+(records shaped like the real pytorch / nvidia / main / conda-forge channels).
+`archive_channel(root)` builds real, tiny `.tar.bz2` packages and indexes them with
+`rattler.index.index_fs`, so a lock made from it can be installed with `rattler.install`.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import yaml
+
+DATA = Path(__file__).parent / "data" / "lock_channels.yaml"
+ARCH = {"linux-64": ("x86_64", "linux"), "linux-aarch64": ("aarch64", "linux"), "noarch": (None, None)}
+
+
+def _record(row: dict, subdir: str) -> tuple[str, dict]:
+    file_name = f"{row['n']}-{row['v']}-{row['b']}.tar.bz2"
+    digest = hashlib.sha256(f"{subdir}/{file_name}".encode()).hexdigest()
+    record = {
+        "name": row["n"], "version": str(row["v"]), "build": str(row["b"]), "build_number": row.get("bn", 0),
+        "depends": list(row.get("d", [])), "subdir": subdir, "md5": digest[:32], "sha256": digest,
+        "size": 1024, "timestamp": row.get("t", 1600000000000), "license": "BSD-3-Clause",
+    }
+    if row.get("c"):
+        record["constrains"] = list(row["c"])
+    if row.get("tf"):
+        record["track_features"] = row["tf"]
+    if subdir == "noarch":
+        record["noarch"] = row.get("noarch", "generic")
+    return file_name, record
+
+
+def write_channel(folder: Path, subdirs: dict[str, list[dict]]) -> Path:
+    for subdir in {"noarch", *subdirs}:
+        packages = dict(_record(row, subdir) for row in subdirs.get(subdir, []))
+        (folder / subdir).mkdir(parents=True, exist_ok=True)
+        (folder / subdir / "repodata.json").write_text(json.dumps(
+            {"info": {"subdir": subdir}, "packages": packages, "packages.conda": {}, "repodata_version": 1}, indent=1))
+    return folder
+
+
+def repodata_channels(root: Path) -> dict[str, Path]:
+    """{channel name: folder} for pytorch, nvidia, main, conda-forge."""
+    data = yaml.safe_load(DATA.read_text())
+    return {name: write_channel(root / name, subdirs) for name, subdirs in data.items()}
+
+
+# --- a channel with real package archives ---------------------------------------------
+
+# name, version, build, subdir, depends, constrains
+ARCHIVE_PACKAGES = [
+    ("pytorch", "2.1.2", "py3.10_cuda12.1_cudnn8.9.2_0", "linux-64",
+     ["python >=3.10,<3.11.0a0", "pytorch-cuda >=12.1,<12.2", "pytorch-mutex 1.0 cuda"], []),
+    ("pytorch", "2.1.2", "py3.10_cpu_0", "linux-64", ["python >=3.10,<3.11.0a0", "pytorch-mutex 1.0 cpu"], []),
+    ("pytorch-cuda", "12.1", "ha16c6d3_5", "linux-64", ["cuda-cudart >=12.1,<12.2"], []),
+    ("cuda-cudart", "12.1.105", "0", "linux-64", ["cuda-version >=12.1,<12.2.0a0"], []),
+    ("python", "3.10.13", "h955ad1f_0", "linux-64", [], []),
+    ("pytorch-mutex", "1.0", "cuda", "noarch", [], []),
+    ("pytorch-mutex", "1.0", "cpu", "noarch", [], []),
+    ("cuda-version", "12.1", "h1d6eff3_3", "noarch", [], ["__cuda >=12", "cudatoolkit 12.1|12.1.*"]),
+]
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 1700000000
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def build_package(folder: Path, name: str, version: str, build: str, subdir: str,
+                  depends: list[str], constrains: list[str]) -> Path:
+    """A `.tar.bz2` conda package holding info/index.json, info/paths.json, info/files and
+    one file, share/envbuild-test/<name>.txt."""
+    arch, platform = ARCH[subdir]
+    payload_path = f"share/envbuild-test/{name}.txt"
+    payload = f"{name} {version} {build}\n".encode()
+    index = {"name": name, "version": version, "build": build, "build_number": 0, "depends": depends,
+             "constrains": constrains, "subdir": subdir, "arch": arch, "platform": platform,
+             "license": "BSD-3-Clause", "timestamp": 1700000000000}
+    if subdir == "noarch":
+        index["noarch"] = "generic"
+    paths = {"paths": [{"_path": payload_path, "path_type": "hardlink",
+                        "sha256": hashlib.sha256(payload).hexdigest(), "size_in_bytes": len(payload)}],
+             "paths_version": 1}
+    target = folder / subdir / f"{name}-{version}-{build}.tar.bz2"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target, "w:bz2") as tar:
+        _add(tar, "info/index.json", json.dumps(index, indent=2).encode())
+        _add(tar, "info/paths.json", json.dumps(paths, indent=2).encode())
+        _add(tar, "info/files", (payload_path + "\n").encode())
+        _add(tar, payload_path, payload)
+    return target
+
+
+async def archive_channel(folder: Path) -> Path:
+    """Build ARCHIVE_PACKAGES into `folder` and index it (repodata.json per subdir)."""
+    from rattler.index import index_fs
+
+    for package in ARCHIVE_PACKAGES:
+        build_package(folder, *package)
+    (folder / "noarch").mkdir(parents=True, exist_ok=True)
+    await index_fs(folder, write_zst=False, write_shards=False)
+    return folder
+
+
+# --- resolutions as the resolver would hand them to `lock` ----------------------------
+
+def conda_resolution(channels, *, version="2.1.2", cuda="12.1", conda_specs=None, python="3.10",
+                     driver="535.104.05", max_driver_cuda="12.2", platform="linux-64", os="ubuntu22.04",
+                     cudnn=None, conda_packages=(), pip_packages=(), name="train"):
+    """A Spec + ok Resolution for a conda-installed PyTorch GPU build."""
+    from envbuild.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework,
+                                ResolvedGpu, ResolvedStack, Spec)
+
+    channels = tuple(str(c) for c in channels)
+    if conda_specs is None:
+        variant = f"cudatoolkit={cuda}" if cuda and cuda.split(".")[0] in ("9", "10") or cuda == "11.0" \
+            else f"pytorch-cuda={cuda}"
+        conda_specs = (f"pytorch=={version}=*cuda*", variant)
+    spec = Spec(name=name, frameworks=(FrameworkRequest("pytorch", version),), cuda=cuda, python=python,
+                driver=driver, gpus=("A100-80GB",), platform=platform, installer="conda", channels=channels,
+                conda_packages=tuple(conda_packages), pip_packages=tuple(pip_packages), cudnn=cudnn)
+    base = BaseImageChoice(ref=f"nvidia/cuda:{cuda}.0-runtime-{os}", family="cuda", flavour="runtime", cuda=cuda,
+                           cudnn=None, python=None, os=os, source="test", why="test")
+    stack = ResolvedStack(
+        frameworks=(ResolvedFramework("pytorch", version, "conda", cuda, conda_specs=tuple(conda_specs)),),
+        cuda=cuda, cudnn=cudnn, python=python, driver=driver, max_driver_cuda=max_driver_cuda,
+        gpus=(ResolvedGpu("NVIDIA A100-SXM4-80GB", "8.0", True),), platform=platform, installer="conda",
+        channels=channels, base_image=base)
+    return spec, Resolution(spec=spec, verdict="ok", resolved=stack, matrix_version="test-matrix-1")
+
+
+def pip_resolution(index_url, *, requirement="torch==2.1.2+cu121", cuda="12.1", python="3.10",
+                   pip_packages=(), platform="linux-64"):
+    from envbuild.model import (FrameworkRequest, Resolution, ResolvedFramework, ResolvedStack, Spec)
+
+    spec = Spec(name="pip-train", frameworks=(FrameworkRequest("pytorch", "2.1.2"),), cuda=cuda, python=python,
+                driver="535.104.05", platform=platform, installer="pip", pip_packages=tuple(pip_packages))
+    stack = ResolvedStack(
+        frameworks=(ResolvedFramework("pytorch", "2.1.2", "pip", cuda, pip_requirements=(requirement,),
+                                      pip_index_url=index_url),),
+        cuda=cuda, cudnn=None, python=python, driver="535.104.05", max_driver_cuda="12.2", gpus=(),
+        platform=platform, installer="pip", channels=(), base_image=None)
+    return spec, Resolution(spec=spec, verdict="ok", resolved=stack, matrix_version="test-matrix-1")

@@ -1,0 +1,198 @@
+"""Rendered Dockerfiles: every template and recipe passes hadolint (no error-level finding)
+and the official Go parser, and carries the NVIDIA env, OCI labels and the probe."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import dockerfile
+import pytest
+
+import image_support as support
+from envbuild.dockerfile import lockfiles, render
+from envbuild.dockerfile.context import write_context
+from envbuild.dockerfile.mirror import apply_mirror
+from envbuild.dockerfile.reference import parse
+from envbuild.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+FAMILIES = sorted(support.FAMILY_BASES)
+
+
+@pytest.fixture(scope="module")
+def conda_lock(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("conda")
+    support.write_explicit_lock(root / "lock", support.demo_channel(root))
+    return root / "lock"
+
+
+@pytest.fixture(scope="module")
+def pip_lock(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pip")
+    wheel = support.make_wheel(root / "wheels", "envbuild_pipdemo", "1.0", "VERSION = '1.0'\n")
+    support.write_pip_lock(root / "lock", [wheel])
+    return root / "lock"
+
+
+def hadolint_errors(path: Path) -> list[dict]:
+    out = subprocess.run(["hadolint", "--format", "json", "--no-fail", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return [f for f in json.loads(out or "[]") if f["level"] == "error"]
+
+
+def instructions(path: Path) -> list[dockerfile.Command]:
+    return list(dockerfile.parse_file(str(path)))
+
+
+def env_of_final_stage(commands) -> dict[str, str]:
+    final = max(i for i, c in enumerate(commands) if c.cmd == "FROM")
+    env = {}
+    for command in commands[final:]:
+        if command.cmd == "ENV":
+            pairs = command.value
+            env.update({pairs[i]: pairs[i + 1].strip('"') for i in range(0, len(pairs), 2)})
+    return env
+
+
+def labels_of(commands) -> dict[str, str]:
+    labels = {}
+    for command in commands:
+        if command.cmd == "LABEL":
+            pairs = command.value
+            labels.update({pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)})
+    return labels
+
+
+@pytest.mark.parametrize("installer", ["conda", "pip"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_renders_a_clean_dockerfile(family, installer, conda_lock, pip_lock, tmp_path):
+    resolution = support.resolution(family, installer=installer, env=(("OMP_NUM_THREADS", "4"),))
+    lock_dir = conda_lock if installer == "conda" else pip_lock
+    context = write_context(tmp_path / "ctx", resolution, lock_dir)
+    path = context.path / "Dockerfile"
+
+    assert hadolint_errors(path) == []
+    commands = instructions(path)
+    froms = [c.value[0] for c in commands if c.cmd == "FROM"]
+    assert froms == [support.FAMILY_BASES[family][0]] * 2  # install stage + final stage, same base
+    assert not any("--mount" in c.flags for c in commands if c.cmd == "RUN")  # classic builder only
+    env = env_of_final_stage(commands)
+    cuda = support.FAMILY_BASES[family][2]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert env["NVIDIA_REQUIRE_CUDA"].split()[0] == f"cuda>={cuda}"
+    assert env["OMP_NUM_THREADS"] == "4"
+    assert env["PATH"].startswith("/opt/env/bin:")
+    labels = labels_of(commands)
+    assert labels["io.envbuild.cuda"] == cuda
+    assert labels["io.envbuild.spec-hash"] == resolution.spec.hash()
+    assert labels["io.envbuild.installer"] == installer
+    assert labels["io.envbuild.probe"] == "/opt/envbuild/probe.py"
+    assert labels["org.opencontainers.image.base.name"] == support.FAMILY_BASES[family][0]
+    assert "Why this base:" in path.read_text()
+    # The probe and the lockfiles travel into the image.
+    assert (context.path / "envbuild" / "image" / "probe.py").is_file()
+    assert sorted(p.name for p in (context.path / "envbuild" / "image" / "lock").iterdir()) == \
+        sorted(p.name for p in lock_dir.iterdir())
+
+
+def _recipe_specs() -> list[Path]:
+    return sorted((ROOT / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", _recipe_specs(), ids=lambda p: p.stem)
+def test_every_recipe_renders_a_clean_dockerfile(recipe, tmp_path):
+    from envbuild.resolver import resolve
+    from envbuild.spec import load_spec
+
+    resolution = resolve(load_spec(recipe))
+    assert resolution.ok, f"{recipe.name} does not resolve: {[c.message for c in resolution.conflicts]}"
+    text = render.render(render.RenderInput(resolution, resolution.resolved.installer,
+                                            resolution.resolved.base_image.ref))
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    assert hadolint_errors(path) == []
+    env = env_of_final_stage(instructions(path))
+    if resolution.resolved.cuda:
+        assert env["NVIDIA_REQUIRE_CUDA"].startswith(f"cuda>={resolution.resolved.cuda}")
+
+
+def test_require_cuda_allows_the_minor_version_floor():
+    stack = support.resolution("cuda").resolved
+    value = render.require_cuda(stack)
+    assert value.split()[0] == "cuda>=12.4"
+    # The floor comes from the matrices when they carry the minor-compat row for CUDA 12.
+    from envbuild import matrix
+
+    floors = [r.floor_linux for r in matrix.load().minor_compat if r.major == 12]
+    if floors:
+        assert value.split()[1] == f"driver>={floors[0]}"
+
+
+@pytest.mark.parametrize("ref, mirror, expected", [
+    ("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "mirror.corp:5000", "mirror.corp:5000/nvidia/cuda:12.4.1-runtime-ubuntu22.04"),
+    ("ubuntu:22.04", "mirror.corp/hub", "mirror.corp/hub/library/ubuntu:22.04"),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311", "123.dkr.ecr.eu-west-1.amazonaws.com/dlc",
+     "123.dkr.ecr.eu-west-1.amazonaws.com/dlc/pytorch-training:2.3.0-gpu-py311"),
+    ("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", None, "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime"),
+])
+def test_registry_mirror_rewrites_references(ref, mirror, expected):
+    assert str(apply_mirror(parse(ref), mirror)) == expected
+
+
+@pytest.mark.parametrize("bad", ["Nvidia/CUDA:12", "nvidia/cuda:bad tag", "nvidia/cuda@sha256:xyz", ""])
+def test_bad_references_are_one_clear_error(bad):
+    with pytest.raises(UserError, match="invalid image reference"):
+        parse(bad)
+
+
+def test_bad_mirror_is_one_clear_error():
+    with pytest.raises(UserError, match="--registry-mirror"):
+        apply_mirror(parse("ubuntu:22.04"), "not a host/")
+
+
+def test_conda_lock_yml_and_pip_lock_are_read(tmp_path):
+    (tmp_path / "conda-lock.yml").write_text(
+        "version: 1\npackage:\n"
+        "- {name: a, version: '1', manager: conda, platform: linux-64, url: 'https://c.example/linux-64/a-1-0.conda',"
+        " hash: {md5: 0123456789abcdef0123456789abcdef, sha256: " + "a" * 64 + "}}\n"
+        "- {name: b, version: '2', manager: pip, platform: linux-64, url: 'https://p.example/b-2-py3-none-any.whl',"
+        " hash: {sha256: " + "b" * 64 + "}}\n"
+        "- {name: a, version: '1', manager: conda, platform: osx-arm64, url: 'https://c.example/osx-arm64/a-1-0.conda',"
+        " hash: {md5: 0123456789abcdef0123456789abcdef}}\n")
+    found = lockfiles.read_lock_dir(tmp_path, "linux-64")
+    assert found.installer == "conda"
+    assert [(p.url, p.sha256) for p in found.conda] == [("https://c.example/linux-64/a-1-0.conda", "a" * 64)]
+    assert found.pip_lines == (f"b @ https://p.example/b-2-py3-none-any.whl --hash=sha256:{'b' * 64}",)
+
+
+def test_missing_lock_is_one_clear_error(tmp_path):
+    with pytest.raises(UserError, match="no lockfile for linux-64") as info:
+        lockfiles.read_lock_dir(tmp_path, "linux-64")
+    assert "envbuild lock" in info.value.line()
+
+
+def test_a_failed_render_keeps_the_previous_context(conda_lock, tmp_path):
+    resolution = support.resolution("cuda")
+    out = tmp_path / "ctx"
+    write_context(out, resolution, conda_lock)
+    before = (out / "Dockerfile").read_text()
+    broken = tmp_path / "broken-lock"
+    broken.mkdir()
+    (broken / "conda-linux-64.lock").write_text("@EXPLICIT\nfile:///nonexistent/noarch/x-1-0.tar.bz2#" + "0" * 64 + "\n")
+    with pytest.raises(UserError, match="does not exist"):
+        write_context(out, resolution, broken)
+    assert (out / "Dockerfile").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken-lock", "ctx"]  # no staging left behind
+
+
+def test_dockerfile_command_reports_bad_input_in_one_line(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: x\nframeworks: {cupy: '>=13'}\n")
+    run = subprocess.run(["envbuild", "dockerfile", str(spec), "-o", str(tmp_path / "out"),
+                          "--registry-mirror", "bad mirror!"], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        "envbuild: error: invalid --registry-mirror 'bad mirror!' (expected HOST[:PORT][/prefix], e.g. mirror.corp:5000/dockerhub)"]
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,198 @@
+"""`envbuild lock`, conda path: real py-rattler solves against local channels shaped like
+the real pytorch / nvidia / main / conda-forge channels, real conda-lock files."""
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envbuild.lock import loop
+from envbuild.lock.api import LockConflict, lock
+from envbuild.lock.check import check
+from envbuild.lock.install import install
+from lock_channels import archive_channel, conda_resolution, repodata_channels
+
+LOCKFILES = ("conda-lock.yml", "conda-linux-64.lock", "conda-linux-aarch64.lock", "requirements.lock")
+
+
+@pytest.fixture(scope="module")
+def channels(tmp_path_factory) -> dict[str, Path]:
+    return repodata_channels(tmp_path_factory.mktemp("channels"))
+
+
+@pytest.fixture
+def anaconda(channels):
+    """The channel list users write for the pytorch channel: pytorch, nvidia, defaults."""
+    return [channels["pytorch"], channels["nvidia"], channels["main"]]
+
+
+def _conflict(spec, resolution, out, platforms=None):
+    with pytest.raises(LockConflict) as info:
+        lock(spec, resolution, platforms, out)
+    assert not [p for p in out.glob("*") if p.name in LOCKFILES], "a refused lock must write nothing"
+    return info.value.conflicts
+
+
+def _locked(path: Path, platform: str = "linux-64") -> dict[str, str]:
+    """name -> build of a conda-lock.yml for one platform."""
+    data = yaml.safe_load(path.read_text())
+    return {p["name"]: p["build"] for p in data["package"] if p["platform"] == platform}
+
+
+def test_classic_pytorch_16_with_cudatoolkit_110_is_a_conflict(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda, version="1.6.0", cuda="11.0", python="3.8")
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.kind == "framework_cuda_mismatch"
+    assert "cudatoolkit >=10.2,<10.3" in conflict.message and "cudatoolkit=11.0" in conflict.message
+    assert "\n" not in conflict.message and "├" not in conflict.message  # one sentence, no solver tree
+    assert [f.changes for f in conflict.fixes] == [{"cuda": "10.2"}]
+
+
+def test_the_offered_fix_locks_the_cuda_build(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda, version="1.6.0", cuda="10.2", python="3.8")
+    result = lock(spec, resolution, None, tmp_path)
+    builds = _locked(tmp_path / "conda-lock.yml")
+    assert builds["pytorch"] == "py3.8_cuda10.2.89_cudnn7.6.5_0"
+    assert builds["cudatoolkit"] == "hfd86e86_1"
+    assert [p.name for p in result.files] == ["conda-lock.yml", "conda-linux-64.lock"]
+
+
+def test_missing_gpu_variant_fails_instead_of_locking_the_cpu_build(anaconda, tmp_path):
+    # The pytorch channel has only CPU builds of 2.1.2 for linux-aarch64.
+    spec, resolution = conda_resolution(anaconda, platform="linux-aarch64")
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.kind == "framework_cuda_mismatch"
+    assert "only CPU builds of pytorch" in conflict.message and "linux-aarch64" in conflict.message
+
+
+def test_an_unpinned_framework_spec_still_never_locks_cpu(channels, tmp_path):
+    # Without the nvidia channel the CUDA builds cannot be installed; a careless solve
+    # happily returns the CPU build instead. The lock must refuse it.
+    spec, resolution = conda_resolution([channels["pytorch"], channels["main"]], conda_specs=("pytorch==2.1.2",))
+    conflicts = _conflict(spec, resolution, tmp_path)
+    assert any(c.kind == "framework_cuda_mismatch" and "py3.10_cpu_0" in c.message for c in conflicts)
+
+
+def test_driver_too_old_for_the_locked_cuda(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda, driver="470.57.02", max_driver_cuda="11.4")
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.kind == "driver_too_old"
+    assert "11.4" in conflict.message and "__cuda >=12" in conflict.message
+    assert {"cuda": "11.8"} in [f.changes for f in conflict.fixes]
+
+
+def test_python_without_builds(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda, python="3.11")
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.kind == "python_unsupported"
+    assert [f.changes for f in conflict.fixes] == [{"python": "3.10"}]
+
+
+def test_lock_records_gpu_build_hashes_and_metadata(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path)
+    data = yaml.safe_load((tmp_path / "conda-lock.yml").read_text())
+    custom = data["metadata"]["custom_metadata"]
+    assert custom["envbuild.spec_hash"] == spec.hash()
+    assert custom["envbuild.matrix_version"] == "test-matrix-1"
+    assert yaml.safe_load(custom["envbuild.resolved"])["cuda"] == "12.1"
+    assert "__cuda=12.2=0" in custom["envbuild.virtual_packages.linux-64"]
+    assert "__glibc=2.35=0" in custom["envbuild.virtual_packages.linux-64"]
+    builds = _locked(tmp_path / "conda-lock.yml")
+    assert builds["pytorch"] == "py3.10_cuda12.1_cudnn8.9.2_0"
+    assert builds["pytorch-cuda"] == "ha16c6d3_5" and builds["pytorch-mutex"] == "cuda"
+    explicit = (tmp_path / "conda-linux-64.lock").read_text().splitlines()
+    urls = explicit[explicit.index("@EXPLICIT") + 1:]
+    by_url = {p["url"]: p["hash"]["md5"] for p in data["package"]}
+    assert sorted(u.split("#")[0] for u in urls) == sorted(by_url)
+    assert all(by_url[u.split("#")[0]] == u.split("#")[1] for u in urls)
+
+
+def test_conda_lock_cli_renders_our_lockfile(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path)
+    done = subprocess.run(
+        ["conda-lock", "render", "--kind", "explicit", "-p", "linux-64",
+         "--filename-template", "rendered-{platform}.lock", "conda-lock.yml"],
+        cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rendered = (tmp_path / "rendered-linux-64.lock").read_text().splitlines()
+    ours = (tmp_path / "conda-linux-64.lock").read_text().splitlines()
+    assert sorted(rendered[rendered.index("@EXPLICIT") + 1:]) == sorted(ours[ours.index("@EXPLICIT") + 1:])
+
+
+def test_two_platform_lock(channels, tmp_path):
+    spec, resolution = conda_resolution([channels["conda-forge"]], cuda="12.0", cudnn="8.9",
+                                        conda_specs=("pytorch==2.1.2=*cuda*",))
+    result = lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path)
+    assert result.platforms == ("linux-64", "linux-aarch64")
+    data = yaml.safe_load((tmp_path / "conda-lock.yml").read_text())
+    assert data["metadata"]["platforms"] == ["linux-64", "linux-aarch64"]
+    assert _locked(tmp_path / "conda-lock.yml", "linux-64")["pytorch"] == "cuda120_py310h327d3bc_301"
+    assert _locked(tmp_path / "conda-lock.yml", "linux-aarch64")["pytorch"] == "cuda120_py310h2f1f0ed_301"
+    assert _locked(tmp_path / "conda-lock.yml", "linux-aarch64")["cudnn"] == "h8e1e1f2_3"
+    assert "__archspec=1=aarch64" in data["metadata"]["custom_metadata"]["envbuild.virtual_packages.linux-aarch64"]
+    for platform in ("linux-64", "linux-aarch64"):
+        assert (tmp_path / f"conda-{platform}.lock").exists()
+        done = subprocess.run(["conda-lock", "render", "--kind", "explicit", "-p", platform, "conda-lock.yml"],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_check_detects_changed_spec_and_matrix(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path)
+    assert check(spec, resolution, None, tmp_path) == []
+
+    changed_spec, changed = conda_resolution(anaconda, conda_packages=("numpy",))
+    problems = check(changed_spec, changed, None, tmp_path)
+    assert problems and "the spec changed" in problems[0]
+
+    new_matrix = dataclasses.replace(resolution, matrix_version="test-matrix-2")
+    assert any("the matrix data changed" in p for p in check(spec, new_matrix, None, tmp_path))
+    assert any("platforms changed" in p for p in check(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path))
+
+
+def test_check_reports_a_missing_lock(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    assert any("missing" in p for p in check(spec, resolution, None, tmp_path))
+
+
+def test_failed_run_leaves_the_previous_lock_byte_identical(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    bad_spec, bad = conda_resolution(anaconda, version="1.6.0", cuda="11.0", python="3.8")
+    with pytest.raises(LockConflict):
+        lock(bad_spec, bad, None, tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no staging folder left either
+
+
+def test_same_inputs_give_identical_bytes(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path / "a")
+    lock(spec, resolution, None, tmp_path / "b")
+    for name in ("conda-lock.yml", "conda-linux-64.lock"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_dropping_a_platform_removes_its_stale_lockfile(channels, tmp_path):
+    spec, resolution = conda_resolution([channels["conda-forge"]], cuda="12.0", conda_specs=("pytorch==2.1.2=*cuda*",))
+    lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path)
+    lock(spec, resolution, ["linux-64"], tmp_path)
+    assert not (tmp_path / "conda-linux-aarch64.lock").exists()
+
+
+def test_install_from_the_lock_into_a_prefix(tmp_path):
+    channel = loop.run(archive_channel(tmp_path / "channel"))
+    spec, resolution = conda_resolution([channel], conda_specs=("pytorch==2.1.2=*cuda*", "pytorch-cuda=12.1"))
+    lock(spec, resolution, None, tmp_path / "lock")
+    prefix = tmp_path / "env"
+    installed = install(tmp_path / "lock" / "conda-lock.yml", prefix, "linux-64", cache_dir=tmp_path / "cache")
+    assert "pytorch=2.1.2=py3.10_cuda12.1_cudnn8.9.2_0" in installed
+    assert (prefix / "share/envbuild-test/pytorch.txt").read_text() == "pytorch 2.1.2 py3.10_cuda12.1_cudnn8.9.2_0\n"
+    assert (prefix / "conda-meta/pytorch-2.1.2-py3.10_cuda12.1_cudnn8.9.2_0.json").exists()
+    assert (prefix / "share/envbuild-test/cuda-version.txt").exists()

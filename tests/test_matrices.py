@@ -1,0 +1,268 @@
+"""Integrity of every matrix table, and the platform facts the resolver depends on.
+
+Integrity: every row has a source, no two rows share a key, every version and
+specifier parses, GPU names/aliases point at one GPU each, base image references are
+real-looking references. Facts: the NVIDIA driver and architecture rules, checked
+through `envbuild.matrix.lookup` against the shipped data.
+"""
+from __future__ import annotations
+
+import collections
+import re
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envbuild import matrix
+from envbuild.matrix import lookup as L
+from envbuild.matrix import tables as t
+
+
+@pytest.fixture(scope="module")
+def m() -> matrix.Matrices:
+    return matrix.load()
+
+
+def _v(text) -> tuple:
+    return Version(str(text)).release if text is not None else None
+
+
+# table -> (row key, version-valued fields, specifier-valued fields)
+KEYS = {
+    "cuda_releases": (lambda r: [_v(r.version)], ("version", "min_driver_linux", "min_driver_windows"), ()),
+    "minor_compat": (lambda r: [r.major], ("floor_linux", "floor_windows"), ()),
+    "gpus": (lambda r: [r.name], (), ()),
+    "cuda_arch": (lambda r: [_v(r.cuda_min)], ("cuda_min", "cuda_max"), ()),
+    "pytorch": (lambda r: [(_v(r.version), r.installer, _v(r.cuda), p) for p in r.platforms],
+                ("version", "cuda", "cudnn"), ("python",)),
+    "tensorflow": (lambda r: [(_v(r.version), _v(r.cuda), r.cudnn, r.python)], ("version", "cuda", "cudnn"), ("python",)),
+    "jax": (lambda r: [_v(r.version)], ("version", "cudnn_min", "driver_min_linux"), ("python",)),
+    "rapids": (lambda r: [(_v(r.version), r.cuda_major)], ("version", "cuda_min", "cuda_max", "driver_min_linux",
+                                                            "min_compute_capability"), ()),
+    "cupy": (lambda r: [(r.package, r.cupy_versions)], ("cuda_min", "cuda_max"), ("cupy_versions", "python")),
+    "base_images": (lambda r: [r.ref], ("framework_version", "cuda", "cudnn", "python"), ()),
+    "gpu_peak": (lambda r: [r.gpu], (), ()),
+}
+
+
+def test_every_table_is_described():
+    assert set(KEYS) == set(matrix.TABLES)
+
+
+def test_platform_tables_are_populated(m):
+    assert len(m.cuda_releases) > 40 and len(m.minor_compat) == 3
+    assert len(m.gpus) > 50 and len(m.cuda_arch) >= 10 and len(m.base_images) > 200
+
+
+@pytest.mark.parametrize("table", sorted(KEYS))
+def test_rows_have_sources_and_unique_keys(m, table):
+    key, _, _ = KEYS[table]
+    seen = collections.Counter(k for row in getattr(m, table) for k in key(row))
+    assert [k for k, n in seen.items() if n > 1] == []
+    assert all(row.source and row.source.strip() for row in getattr(m, table))
+
+
+@pytest.mark.parametrize("table", sorted(KEYS))
+def test_versions_and_specifiers_parse(m, table):
+    _, version_fields, spec_fields = KEYS[table]
+    for row in getattr(m, table):
+        for name in version_fields:
+            value = getattr(row, name)
+            if value is not None:
+                Version(str(value))  # raises InvalidVersion on bad data
+        for name in spec_fields:
+            value = getattr(row, name)
+            if value is not None:
+                SpecifierSet(value)
+        if table == "rapids":
+            for py in row.python:
+                Version(py)
+
+
+def test_cuda_releases_keep_their_marks(m):
+    by_version = {r.version: r for r in m.cuda_releases}
+    assert by_version["13.1.1"].secondary and by_version["13.2.1"].secondary
+    assert not by_version["13.1.0"].secondary and by_version["13.1.0"].inferred  # "Update N" -> x.y.N mapping
+    assert not by_version["10.2.89"].inferred
+    assert by_version["13.4.2"].min_driver_linux is None  # not read: stays unknown
+
+
+def test_gpu_names_and_aliases_are_unambiguous(m):
+    owner: dict[str, str] = {}
+    for gpu in m.gpus:
+        for name in (gpu.name, *gpu.aliases):
+            key = L.gpu_key(name)
+            assert owner.setdefault(key, gpu.name) == gpu.name, f"{name!r} names {owner[key]} and {gpu.name}"
+            assert L.find_gpu(m, name) is gpu
+
+
+def test_gpu_rows_are_well_formed(m):
+    for gpu in m.gpus:
+        assert re.fullmatch(r"\d{1,2}\.\d", gpu.compute_capability), gpu
+        assert gpu.architecture and isinstance(gpu.datacenter, bool), gpu
+        assert L.parse_compute_capability(gpu.compute_capability) == gpu.compute_capability
+
+
+def test_user_typed_gpu_names(m):
+    expected = {
+        "V100": "7.0", "V100-32GB": "7.0", "Tesla V100-SXM2-16GB": "7.0", "A100": "8.0", "A100-80GB": "8.0",
+        "A100-40GB": "8.0", "NVIDIA A100-SXM4-80GB": "8.0", "H100": "9.0", "H100-80GB": "9.0",
+        "NVIDIA H100 80GB HBM3": "9.0", "H100 PCIe 80GB": "9.0", "H200": "9.0", "L4": "8.9", "L40S": "8.9",
+        "T4": "7.5", "Tesla T4": "7.5", "A10": "8.6", "A10G": "8.6", "NVIDIA A10G": "8.6", "RTX 3090": "8.6",
+        "NVIDIA GeForce RTX 3090": "8.6", "rtx-4090": "8.9", "RTX A6000": "8.6", "K80": "3.7", "P100": "6.0",
+        "B200": "10.0", "GTX 1080 Ti": "6.1", "RTX 2080 Ti": "7.5", "RTX 5090": "12.0", "RTX 5060 Ti": "12.0",
+    }
+    found = {name: (L.find_gpu(m, name) or t.Gpu(source="-")).compute_capability for name in expected}
+    assert found == expected
+    assert L.find_gpu(m, "A10").name != L.find_gpu(m, "A100").name != L.find_gpu(m, "A10G").name
+    assert L.find_gpu(m, "RTX 6000") is None  # Quadro RTX 6000 (7.5) or RTX 6000 Ada (8.9): ambiguous, so unknown
+    assert L.find_gpu(m, "A10X") is None
+
+
+def test_a10g_is_8_6_from_a_secondary_source(m):
+    gpu = L.find_gpu(m, "A10G")
+    assert gpu.compute_capability == "8.6" and gpu.secondary and gpu.datacenter
+
+
+def test_datacenter_flags(m):
+    assert L.find_gpu(m, "A100").datacenter and L.find_gpu(m, "T4").datacenter
+    assert not L.find_gpu(m, "RTX 4090").datacenter and not L.find_gpu(m, "Jetson AGX Orin").datacenter
+
+
+def test_compute_capability_text():
+    assert L.parse_compute_capability("8.6") == "8.6" and L.parse_compute_capability("sm_86") == "8.6"
+    assert L.parse_compute_capability("sm_120") == "12.0" and L.parse_compute_capability("12.1") == "12.1"
+    assert not L.is_compute_capability("A100") and not L.is_compute_capability("3090")
+    assert L.sm_of("8.6") == "86" and L.sm_of("10.0") == "100"
+
+
+def test_arch_ranges_are_ordered_and_disjoint(m):
+    rows = sorted(m.cuda_arch, key=lambda r: Version(r.cuda_min))
+    for row in rows:
+        assert Version(row.cuda_min) <= Version(row.cuda_max)
+        assert row.sms and all(re.fullmatch(r"\d{2,3}", s) for s in row.sms)
+        assert list(row.sms) == sorted(row.sms, key=int)
+    for a, b in zip(rows, rows[1:]):
+        assert Version(a.cuda_max) < Version(b.cuda_min)
+
+
+def test_base_image_refs_are_real_references(m):
+    ref = re.compile(r"^(?:[a-z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+    for image in m.base_images:
+        assert ref.match(image.ref) and not re.search(r"[{}<>$]|latest", image.ref), image.ref
+        assert image.family in ("dlc", "pytorch", "rapids", "tensorflow", "cuda")
+        assert image.flavour in (None, "base", "runtime", "devel")
+        assert set(image.platforms) <= {"linux-64", "linux-aarch64"}
+        assert image.cuda, image.ref  # GPU images only
+        if image.framework:
+            assert image.framework in ("pytorch", "tensorflow", "rapids") and image.framework_version
+
+
+def test_dlc_rows_are_complete(m):
+    dlc = [i for i in m.base_images if i.family == "dlc"]
+    assert len(dlc) > 100
+    for image in dlc:
+        assert image.ref.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/"), image.ref
+        assert image.cuda and image.python and image.os, image.ref
+        if not image.framework:  # AWS base images: the full CUDA release is the version
+            assert len(Version(image.cuda).release) == 3, image.ref
+        else:
+            tag = image.ref.rsplit(":", 1)[1]
+            assert Version(image.framework_version).release[:2] == Version(tag.split("-")[0]).release[:2], image.ref
+    arm = [i for i in dlc if "-arm64:" in i.ref]
+    assert arm and all(i.platforms == ("linux-aarch64",) for i in arm)
+
+
+def test_base_image_marks(m):
+    by_ref = {i.ref: i for i in m.base_images}
+    assert by_ref["pytorch/pytorch:2.0.1-cuda11.7-cudnn8-runtime"].secondary  # only seen in public Dockerfiles
+    tf = by_ref["tensorflow/tensorflow:2.16.1-gpu"]
+    assert tf.secondary and tf.inferred and tf.cuda == "12.3"
+    assert not by_ref["nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04"].secondary
+    assert by_ref["rapidsai/base:24.02-cuda11.8-py3.10"].platforms == ("linux-64", "linux-aarch64")
+
+
+# --- facts -----------------------------------------------------------------------------------------
+def test_cuda_11_0_needs_its_own_driver_without_minor_version_compatibility(m):
+    driver, rule = L.min_driver_for_cuda(m, "11.0")
+    assert driver == "450.36.06" and not rule.minor_compat
+    assert L.min_driver_for_cuda(m, "11.0.3")[0] == "450.51.06"
+    assert L.min_driver_for_cuda(m, "11.0.221")[0] == "450.36.06"  # conda cudatoolkit numbering
+
+
+@pytest.mark.parametrize("cuda, floor", [("11.1", "450.80.02"), ("11.2", "450.80.02"), ("11.8", "450.80.02"),
+                                         ("12.0", "525.60.13"), ("12.4", "525.60.13"), ("12.9", "525.60.13"),
+                                         ("13.0", "580"), ("13.2", "580")])
+def test_minor_version_compatibility_floors(m, cuda, floor):
+    driver, rule = L.min_driver_for_cuda(m, cuda)
+    assert driver == floor and rule.minor_compat and rule.source
+    assert Version(rule.toolkit_driver) >= Version(floor)
+
+
+@pytest.mark.parametrize("cuda, driver", [("9.0", "384.81"), ("9.2", "396.26"), ("10.0", "410.48"),
+                                          ("10.1", "418.39"), ("10.2", "440.33")])
+def test_before_11_each_minor_needs_its_own_driver(m, cuda, driver):
+    found, rule = L.min_driver_for_cuda(m, cuda)
+    assert found == driver and not rule.minor_compat
+
+
+def test_minor_version_compatibility_never_crosses_a_major(m):
+    assert L.max_cuda_for_driver(m, "470.57.02")[0] == "11.8"  # R470 runs every 11.x ...
+    assert L.max_cuda_for_driver(m, "520.61.05")[0] == "11.8"  # ... and not 12.x
+    assert L.max_cuda_for_driver(m, "570.124.06")[0] == "12.9"  # R570 is not enough for 13.x
+    cuda, info = L.max_cuda_for_driver(m, "580.65.06")
+    assert cuda.startswith("13.") and info.native_cuda == "13.0"
+    # an H100 host with driver 580.159.04: nvidia-smi reports "CUDA Version: 13.0"
+    assert L.max_cuda_for_driver(m, "580.159.04")[1].native_cuda == "13.0"
+    assert L.max_cuda_for_driver(m, "450.51.06")[0] == "11.0"  # below the 11.x floor
+    assert L.max_cuda_for_driver(m, "440.33")[0] == "10.2"
+    assert L.max_cuda_for_driver(m, "300.1")[0] is None
+
+
+def test_windows_uses_windows_drivers(m):
+    assert L.min_driver_for_cuda(m, "11.4", "win-64")[0] == "452.39"
+    assert L.min_driver_for_cuda(m, "10.2", "win-64")[0] == "441.22"
+    assert L.min_driver_for_cuda(m, "12.1", "osx-arm64")[0] is None
+
+
+def test_unknown_cuda_is_unknown(m):
+    assert L.min_driver_for_cuda(m, "8.0")[0] is None
+    assert L.min_driver_for_cuda(m, "not-a-version")[0] is None
+    assert L.toolkit_sms(m, "12.7") is None  # never released
+
+
+def test_sm_90_needs_cuda_11_8(m):
+    assert L.min_cuda_for_sm(m, "sm_90") == "11.8" and L.min_cuda_for_sm(m, "9.0") == "11.8"
+    assert "90" not in L.toolkit_sms(m, "11.7") and "90" in L.toolkit_sms(m, "11.8.0")
+
+
+def test_cuda_13_dropped_maxwell_pascal_volta(m):
+    sms13 = L.toolkit_sms(m, "13.0")
+    assert not {"50", "52", "53", "60", "61", "62", "70", "72"} & set(sms13)
+    assert {"75", "80", "90", "100", "120"} <= set(sms13)
+    assert L.last_cuda_for_sm(m, "61") == "12.9" and L.last_cuda_for_sm(m, "70") == "12.9"
+
+
+def test_cuda_12_dropped_kepler(m):
+    assert {"35", "37"} <= set(L.toolkit_sms(m, "11.8")) and not {"35", "37"} & set(L.toolkit_sms(m, "12.0"))
+    assert L.last_cuda_for_sm(m, "3.7") == "11.8"
+    assert L.last_cuda_for_sm(m, "86") is None  # still in the newest toolkit
+
+
+def test_base_image_filters(m):
+    runtime = L.base_images(m, family="cuda", cuda="12.8", flavour="runtime")
+    assert runtime and all(i.cuda.startswith("12.8") and i.flavour == "runtime" for i in runtime)
+    rapids13 = L.base_images(m, family="rapids", cuda="13.0")
+    assert {i.ref for i in rapids13} >= {"rapidsai/base:25.10-cuda13.0-py3.13", "rapidsai/base:26.02-cuda13-py3.13"}
+    arm = L.base_images(m, family="dlc", platform="linux-aarch64", framework="PyTorch")
+    assert arm and all("arm64" in i.ref for i in arm)
+    ec2 = L.base_images(m, family="dlc", sagemaker=False)
+    assert ec2 and not any("sagemaker" in i.ref for i in ec2)
+    assert L.base_images(m, family="cuda", cuda="99") == []
+
+
+def test_dlc_region_rewrite():
+    ref = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
+    assert L.dlc_ref_in_region(ref, "eu-west-1") == ref.replace("us-east-1", "eu-west-1")
+    assert L.dlc_ref_in_region("nvidia/cuda:12.4.1-base-ubuntu22.04", "eu-west-1") == "nvidia/cuda:12.4.1-base-ubuntu22.04"

@@ -1,0 +1,140 @@
+"""The real cases in tests/data/real_cases.yaml, each mapped to a Spec and resolved
+against the bundled matrices: the verdict and the root-cause kind must match.
+
+Each case's `request` is free text from a public thread; REQUESTS maps it onto spec
+fields by hand. Where envbuild's answer differs from the case's label on purpose (the
+case is out of the matrices' scope, or is labelled `other` because a tool rather than a
+version tuple failed), EXPECTED states envbuild's answer and the comment says why.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envbuild import matrix
+from envbuild.model import FrameworkRequest, Spec
+from envbuild.resolver import resolve
+
+CASES = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "real_cases.yaml").read_text())["cases"]}
+
+
+def spec(frameworks=None, **fields) -> Spec:
+    return Spec(frameworks=tuple(FrameworkRequest(n, c) for n, c in (frameworks or {}).items()), **fields)
+
+
+REQUESTS = {
+    # driver not stated; 515.65.01 is an R515 driver, older than the 520 the re-pushed tag demands
+    "docker-cuda1180-image-refresh": spec(cuda="11.8", driver="515.65.01",
+                                          base_image="nvidia/cuda:11.8.0-base-ubuntu22.04"),
+    # the conda-forge build is judged by the release's cuDNN floor (the jax table is per release)
+    "jax-0431-condaforge-cudnn897": spec({"jax": "0.4.31"}, cudnn="8.9.7"),
+    "docker-cuda128-image-driver551": spec(cuda="12.8", driver="551.78"),
+    # R450 reports 11000; 450.80.02 is that branch's minor-version-compatibility driver
+    "pt-ngc-cuda121-driver450": spec({"pytorch": None}, cuda="12.1", driver="450.80.02", python="3.10"),
+    # "< 450, not stated": 440.33.01 is the CUDA 10.2 driver
+    "docker-cuda11-driver-lt450": spec(cuda="11.0", driver="440.33.01"),
+    # R570 reports 12080; 570.124.06 is the CUDA 12.8.1 driver
+    "pt-cu130-driver570": spec({"pytorch": None}, cuda="13.0", driver="570.124.06", python="3.10", installer="pip"),
+    "pt-conda-101-cudatoolkit101": spec({"pytorch": "1.0.1"}, cuda="10.1", installer="conda"),
+    "tf-15-cuda91": spec({"tensorflow": "1.5"}, cuda="9.1", installer="pip"),
+    # the Colab CUDA 11 userspace is a CUDA 11.8 base image; the cu12 wheels are CUDA 12.0
+    "rapids-cu12-wheels-on-colab-cuda11": spec({"rapids": "23.10"}, cuda="12.0", driver="525.105.17", gpus=("V100",),
+                                               python="3.10", installer="pip",
+                                               base_image="nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"),
+    "tf-110-src-cuda90-rtx3060": spec({"tensorflow": "1.10"}, cuda="9.0", cudnn="7.1.2", gpus=("8.6",), python="3.6"),
+    "cupy-84-cuda112-quadro-k2000-sm30": spec({"cupy": "8.4"}, cuda="11.2", gpus=("3.0",), installer="pip"),
+    # the PyPI default torch 1.10.2 is the cu102 build (cog's CUDA 11.3 image does not change that)
+    "pt-cog-1102-cu102-rtx3090": spec({"pytorch": "1.10.2+cu102"}, gpus=("RTX 3090",), python="3.8", installer="pip"),
+    # 2.5 is the last release on the pytorch conda channel
+    "pt-conda-b200-sm100": spec({"pytorch": "2.5"}, gpus=("B200",), installer="conda"),
+    "pt-1131cu117-h100": spec({"pytorch": "1.13.1+cu117"}, gpus=("H100",), python="3.10", installer="pip"),
+    "pt-100cu80-gtx670m-fermi": spec({"pytorch": "1.0.0"}, cuda="8.0", gpus=("2.1",), installer="conda"),
+    # a cu121 nightly: any torch release built for CUDA 12.1
+    "pt-26nightly-cu121-rtx5070ti": spec({"pytorch": None}, cuda="12.1", gpus=("RTX 5070 Ti",), installer="pip"),
+    "cupy-1341-ctk126-blackwell": spec({"cupy": "13.4.1"}, cuda="12.6", gpus=("RTX 5080",), python="3.12",
+                                       installer="pip"),
+    # jaxlib +cuda11.cudnn86 with an older local CUDA 11 (cuSOLVER 11.0.2 ships with CUDA 11.1)
+    "jax-0423cuda11-cusolver-old": spec({"jax": "0.4.23"}, cuda="11.1", cudnn="8.6"),
+    "tf-270-condaforge-login-node-cpu": spec({"tensorflow": "2.7.0"}, cuda="11.2"),
+    "cog-py312-torch22-base-image": spec({"pytorch": "2.2"}, cuda="12.1", python="3.12"),
+    "pt-1131-py312": spec({"pytorch": "1.13.1"}, python="3.12", installer="pip"),
+    "pt-21-py312-win": spec({"pytorch": "2.1.0"}, python="3.12", platform="win-64", installer="pip"),
+    # the project's own image (not in the catalog): judged by its cu128 torch
+    "pt-cu128-rtx5060ti-ok": spec({"pytorch": None}, cuda="12.8", gpus=("RTX 5060 Ti",), python="3.11"),
+    "jax-cuda12-driver525-docs-ok": spec({"jax": None}, cuda="12", driver="525.60.13", gpus=("A100",)),
+    # 2.15.0rc0 -> the 2.15.0 release (same tested build configuration)
+    "tf-2150rc0-h100-ptx-jit-ok": spec({"tensorflow": "2.15.0"}, cuda="12.2", gpus=("H100",), python="3.11"),
+    "pt-1121cu116-a100-ok": spec({"pytorch": "1.12.1+cu116"}, gpus=("A100",), python="3.10", installer="pip"),
+    "pt-1101cu111-a100-80gb-ok": spec({"pytorch": "1.10.1+cu111"}, gpus=("A100-80GB",), installer="pip"),
+    # the system CUDA 11.2 is irrelevant to a pip wheel, so it is not a pin here
+    "pt-190cu111-cuda112-system-ok": spec({"pytorch": "1.9.0+cu111"}, driver="460.91.03", gpus=("RTX 2080 Ti",),
+                                          python="3.8", installer="pip"),
+}
+
+# id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
+EXPECTED = {
+    # Labelled base_image_cuda_mismatch (the re-pushed tag's stricter NVIDIA_REQUIRE_CUDA). envbuild
+    # models that requirement as "the host driver must natively support the image's CUDA 11.8", so it
+    # reports the case's symptom_kind: the driver is too old for this image.
+    "docker-cuda1180-image-refresh": ("conflict", "driver_too_old", "symptom kind"),
+    # Labelled framework_cuda_mismatch: cu12 wheels in a CUDA 11 userspace. envbuild's userspace is the
+    # base image, so the same mismatch is reported against the image's CUDA.
+    "rapids-cu12-wheels-on-colab-cuda11": ("conflict", "base_image_cuda_mismatch", "userspace is the base image"),
+    # PyTorch 1.0.0 predates the matrix and CUDA 8 has no architecture row, so envbuild says it does
+    # not know (a warning) instead of guessing; test_out_of_matrix_case_is_refused_under_strict checks
+    # that --strict turns this into an unknown_fact conflict.
+    "pt-100cu80-gtx670m-fermi": ("ok", None, "outside the matrix"),
+    # Labelled library_abi (an older system cuSOLVER than the jaxlib wheel was built against). The jax
+    # table records CUDA majors per release, not the minimum CUDA minor of each plugin, so this link is
+    # not modelled yet: envbuild accepts CUDA 11.1.
+    "jax-0423cuda11-cusolver-old": ("ok", None, "per-plugin CUDA minimum not in the matrix"),
+    # Labelled `other`: conda-forge picked the CPU build on a GPU-less login node. envbuild pins the GPU
+    # build explicitly (never a CPU fallback), so the request itself resolves.
+    "tf-270-condaforge-login-node-cpu": ("ok", None, "tooling case"),
+    # Labelled `other`: cog's base-image table lacked Python 3.12 + torch 2.2, although PyTorch ships
+    # cp312 wheels for 2.2; envbuild resolves the request.
+    "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
+}
+
+
+def _expected(case: dict) -> tuple[str, str | None]:
+    if case["id"] in EXPECTED:
+        verdict, kind, _why = EXPECTED[case["id"]]
+        return verdict, kind
+    kind = case["conflict_kind"]
+    return case["verdict"], (None if kind == "none" else kind)
+
+
+def test_every_case_is_mapped():
+    assert set(REQUESTS) == set(CASES)
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_real_case(case_id):
+    verdict, kind = _expected(CASES[case_id])
+    result = resolve(REQUESTS[case_id], matrix.load())
+    kinds = [c.kind for c in result.conflicts]
+    assert result.verdict == verdict, (kinds, [c.message for c in result.conflicts])
+    if kind is not None:
+        assert kinds[0] == kind, [c.message for c in result.conflicts]
+    else:
+        # an ok never means a silent CPU build: every framework is resolved to a CUDA variant
+        assert all(f.cuda for f in result.resolved.frameworks)
+
+
+def test_ptx_only_support_is_a_warning():
+    result = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
+    assert result.ok
+
+
+def test_out_of_matrix_case_is_refused_under_strict():
+    import dataclasses
+
+    strict = dataclasses.replace(REQUESTS["pt-100cu80-gtx670m-fermi"], strict=True)
+    result = resolve(strict, matrix.load())
+    assert result.verdict == "conflict"
+    assert result.conflicts[0].kind == "unknown_fact"
+    lenient = resolve(REQUESTS["pt-100cu80-gtx670m-fermi"], matrix.load())
+    assert any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
