@@ -160,11 +160,12 @@ def recognise_failure(text, context=None):
         if any(re.search(p, text, re.I) for p in patterns):
             return {"name": name, "code": code, "cause": cause,
                     "fix": fix.format(cuda=cuda, major=major, cuda_dash=cuda_dash)}
-    code = re.search(r"(?:error|code)[ :=(]+(\d{2,3})\b", text, re.I)
+    code = re.search(r"(?:error|code|returned)(?:\s+code)?[ :=(]+(\d{2,3})\b", text, re.I)
     if code:
-        by_code = {c: n for n, c, _, _, _ in SIGNATURES if c is not None}
-        if int(code.group(1)) in by_code:
-            return recognise_failure(by_code[int(code.group(1))], context)
+        for name, number, _, cause, fix in SIGNATURES:
+            if number == int(code.group(1)):
+                return {"name": name, "code": number, "cause": cause,
+                        "fix": fix.format(cuda=cuda, major=major, cuda_dash=cuda_dash)}
     return None
 
 
@@ -699,14 +700,10 @@ def distribution_version(*names):
 
 def cupy_distribution():
     """('cupy-cuda12x', '13.3.0') for the installed CuPy wheel / conda package, or (None, None)."""
-    try:
-        from importlib import metadata
-    except ImportError:
-        return None, None
-    for dist in metadata.distributions():
-        name = (dist.metadata.get("Name") or "").lower()
-        if name == "cupy" or name.startswith("cupy-cuda") or name.startswith("cupy-rocm"):
-            return name, dist.version
+    for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"):
+        version = distribution_version(name)
+        if version:
+            return name, version
     return None, None
 
 
@@ -1052,8 +1049,30 @@ def _arch_check(name, label, arch_list, ctx):
     return check(name, "pass", details)
 
 
+def _torch_version_file():
+    """torch's version and CUDA variant read from torch/version.py: importing torch costs seconds."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")
+        folder = list(spec.submodule_search_locations or [])[0]
+        with open(os.path.join(folder, "version.py")) as fh:
+            text = fh.read()
+    except Exception:  # noqa: BLE001 - fall back to importing torch
+        return None
+    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
+    cuda = re.search(r"^cuda\s*(?::[^=]+)?=\s*(None|['\"]([^'\"]*)['\"])", text, re.M)
+    if not version or not cuda:
+        return None
+    return version.group(1), cuda.group(2)
+
+
 def child_torch(ctx):
     import warnings
+    quick = _torch_version_file() if ctx["static"] and not (ctx.get("expect") or {}).get("sms") else None
+    if quick:
+        return [_cuda_variant_check("torch.build", "torch", quick[0], quick[1],
+                                    _expected_framework(ctx, "pytorch", "torch"), ctx),
+                check("torch.archs", "skip", "no target GPUs given (--expect-sm)", required=False)]
     try:
         import torch
     except Exception as exc:  # noqa: BLE001
@@ -1349,7 +1368,7 @@ def _perf_backend():
 def child_perf(ctx):
     if not ctx["gpu_present"]:
         return [_no_gpu(n, required=False) for n in PERF_NAMES]
-    backend, errors = _perf_backend()
+    backend, errors = _PERF_WARM[0] if _PERF_WARM else _perf_backend()
     if backend is None:
         return [check(n, "skip", "no GPU library can use the GPU here (%s)" % ("; ".join(errors) or "neither torch nor CuPy"),
                       required=False) for n in PERF_NAMES]
@@ -1407,12 +1426,17 @@ def child_perf(ctx):
     return checks
 
 
+_PERF_WARM = []
 CHILDREN = {"cupy": child_cupy, "torch": child_torch, "tensorflow": child_tensorflow, "jax": child_jax,
             "cudf": child_cudf, "perf": child_perf}
 MARKER = "ENVBUILD-PROBE-RESULT:"
 
 
 def child_main(group):
+    if group == "perf":
+        # import torch/CuPy and create the CUDA context while the other checks run; the
+        # measurement itself starts only when the parent sends the context (they are done)
+        _PERF_WARM.append(_perf_backend())
     ctx = json.loads(sys.stdin.read() or "{}")
     try:
         checks = CHILDREN[group](ctx)
@@ -1469,6 +1493,9 @@ def run_probe(args, run=_run):
         more, gpu_ctx = gpu_checks(inputs, image_cuda, environ, run)
         checks += more
         ctx.update(gpu_ctx)
+    perf = None
+    if not args.static and not args.no_perf and ctx["gpu_present"]:
+        perf = start_child("perf", ctx)  # warms up now, measures once the others are done
     running = []
     for group, module in GROUP_MODULES:
         if module_present(module):
@@ -1481,8 +1508,8 @@ def run_probe(args, run=_run):
     for group, proc, payload in running:
         checks += finish_child(group, proc, payload, args.timeout)
     if not args.static and not args.no_perf:
-        if ctx["gpu_present"]:
-            checks += finish_child("perf", *(start_child("perf", ctx) + (args.timeout,)))
+        if perf is not None:
+            checks += finish_child("perf", perf[0], perf[1], args.timeout)
         else:
             checks += child_perf(ctx)
     checks.sort(key=lambda c: GROUP_ORDER.index(c["name"].split(".")[0]) if c["name"].split(".")[0] in GROUP_ORDER else 99)

@@ -96,7 +96,7 @@ def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | No
             return ", ".join(f"{g.name} ({g.compute_capability})" for g in stack.gpus)
         return ", ".join(spec.gpus)
     if kind == "python_unsupported":
-        return stack.python if stack else (spec.python or "")
+        return stack.python if stack else (spec.python or "any version (not pinned)")
     if kind == "cudnn_mismatch":
         return (stack.cudnn if stack else None) or spec.cudnn
     if kind == "library_abi":

@@ -103,6 +103,25 @@ def test_same_framework_twice_on_the_command_line_is_refused():
     assert len(_spec("--framework", "torch==2.1.0", "--framework", "pytorch==2.1.0").frameworks) == 1
 
 
+def test_host_flag_reads_this_machine():
+    import shutil
+
+    from envbuild.errors import EnvironmentProblem
+
+    if shutil.which("nvidia-smi") is None:
+        # No driver here: an environment problem (exit 3), said in one line.
+        with pytest.raises(EnvironmentProblem, match="no NVIDIA driver"):
+            _spec("--framework", "pytorch", "--host")
+        result = _cli("--framework", "pytorch", "--host")
+        assert result.returncode == 3 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        return
+    spec = _spec("--framework", "pytorch", "--host")
+    assert spec.driver and spec.gpus
+    # explicit flags win over what the host says
+    assert _spec("--framework", "pytorch", "--host", "--driver", "450.80.02", "--gpu", "V100").gpus == ("V100",)
+    assert _cli("--framework", "pytorch", "--host").returncode in (0, 1)
+
+
 # --- the human report (a Resolution built here, no resolver needed) -----------------------
 def _resolution() -> Resolution:
     spec = Spec(frameworks=(FrameworkRequest("pytorch", "1.6.0"),), cuda="11.0.221", installer="conda",

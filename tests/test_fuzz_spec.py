@@ -15,7 +15,7 @@ from envbuild.spec.cli_args import spec_from_args
 from envbuild.spec.parse import parse_text
 from envbuild.spec.validate import FRAMEWORK_ALIASES, TOP_KEYS, validate_raw
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Plausible pieces, so that many random specs get past validation and reach the resolver.
 VERSIONS = st.sampled_from([

@@ -55,6 +55,16 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
         target = args.lock_dir
     else:
         target = scratch / "lock"
+    from envbuild.lock.pip_lock import PipLockFailed
+
     print(f"envbuild: locking into {target}", file=sys.stderr)
-    api.lock(spec, resolution, platforms, target)
+    try:
+        api.lock(spec, resolution, platforms, target)
+    except (api.LockConflict, PipLockFailed) as exc:
+        # The same refusal `envbuild lock` gives: the conflict in one line each, exit 1.
+        for conflict in exc.conflicts or ():
+            print(f"envbuild: lock conflict: {conflict.message}", file=sys.stderr)
+        if not exc.conflicts:
+            print(f"envbuild: error: the stack could not be locked: {str(exc).splitlines()[0]}", file=sys.stderr)
+        raise SystemExit(1) from None
     return target

@@ -133,3 +133,8 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+    # py-rattler's native runtime can crash while the interpreter tears down (seen as a
+    # segfault after a successful install); the work is done and flushed, so leave now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
+import pickle
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -78,23 +81,62 @@ def _row(row_type: type, raw: Any, where: str):
         raise MatrixError(f"{where}: {exc}") from None
 
 
-def load_from(directory: Path) -> Matrices:
-    import yaml  # the CLI imports this module only when a command needs the data
-
+def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
     digest = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
-    documents: dict[str, dict] = {}
+    files: dict[str, bytes] = {}
     for path in sorted(directory.glob("*.yaml")):
-        text = path.read_bytes()
-        digest.update(path.name.encode() + b"\0" + text)
+        files[path.name] = path.read_bytes()
+        digest.update(path.name.encode() + b"\0" + files[path.name])
+    return digest.hexdigest()[:12], files
+
+
+def _parse(version: str, files: dict[str, bytes]) -> Matrices:
+    import yaml  # only when the parsed cache is cold
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    documents: dict[str, dict] = {}
+    for name, text in files.items():
         try:
-            documents[path.name] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+            documents[name] = yaml.load(text, Loader=loader) or {}
         except yaml.YAMLError as exc:
-            raise MatrixError(f"{path}: {exc}") from None
+            raise MatrixError(f"{name}: {exc}") from None
     tables: dict[str, tuple] = {}
     for attr, (filename, key, row_type) in TABLES.items():
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
-    return Matrices(version=digest.hexdigest()[:12], **tables)
+    return Matrices(version=version, **tables)
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envbuild"
+
+
+def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
+    """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
+    the whole CLI budget, so the validated tables are cached as a pickle named by the
+    data version: any edit to the YAML changes the name and forces a fresh parse."""
+    version, files = _read_files(directory)
+    cache = _cache_dir() / f"matrices-{version}.pickle"
+    if use_cache:
+        try:
+            with open(cache, "rb") as fh:
+                cached = pickle.load(fh)
+            if isinstance(cached, Matrices) and cached.version == version:
+                return cached
+        except (OSError, pickle.PickleError, EOFError, AttributeError, TypeError):
+            pass  # cold or stale cache: parse below
+    matrices = _parse(version, files)
+    if use_cache:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(matrices, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)
+        except OSError:
+            pass  # a read-only home only costs speed
+    return matrices
 
 
 @functools.lru_cache(maxsize=None)

@@ -199,7 +199,7 @@ def min_driver_for_cuda(m: Matrices, cuda: str, platform: str = "linux-64") -> t
         else:
             rule = f"CUDA {label} runs on the driver it was released with, >= {driver}, older than the {major}.x minor-version floor"
         return driver, DriverRule(cuda, driver, rule, row.source, inferred=row.inferred and exact,
-                                       secondary=row.secondary, toolkit_driver=toolkit_driver)
+                                  secondary=row.secondary, toolkit_driver=toolkit_driver)
     return None, DriverRule(cuda, None, f"the matrix has no driver row for CUDA {cuda}", "")
 
 
@@ -237,7 +237,8 @@ def max_cuda_for_driver(m: Matrices, driver: str, platform: str = "linux-64") ->
     if via is not None:
         rule = (f"driver {driver} runs CUDA {via.major}.x up to {cuda} through minor-version compatibility"
                 + (f"; with every feature (PTX JIT included) up to CUDA {native_mm}" if native_mm else ""))
-        return cuda, DriverCuda(driver, cuda, native_mm, rule, via.source, secondary=via.secondary)
+        branch_only = win and not via.floor_windows  # NVIDIA's branch table read as OS-independent
+        return cuda, DriverCuda(driver, cuda, native_mm, rule, via.source, inferred=branch_only, secondary=via.secondary)
     rule = f"driver {driver} is at least the driver released with CUDA {best.version}"
     return cuda, DriverCuda(driver, cuda, native_mm, rule, best.source, secondary=best.secondary)
 

@@ -138,6 +138,8 @@ def _complete(a: Analysis, choice: Choice) -> None:
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
     image, problems = base_image.choose(req, ix, builds, cuda, python)
+    if image is not None and image.python and not req.python and image.family != "cuda":
+        python = mm(parse_version(image.python))  # a framework image brings its own Python
     for p in problems:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)

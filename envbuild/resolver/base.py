@@ -40,6 +40,13 @@ def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | No
     return None
 
 
+def _same_cuda(img_cuda: Version, cuda: str) -> bool:
+    """An image tagged with only a major ("13", RAPIDS) fits every minor of it."""
+    if len(img_cuda.release) == 1:
+        return img_cuda.release[0] == parse_version(cuda).release[0]
+    return mm(img_cuda) == mm(parse_version(cuda))
+
+
 def _serves(img_cuda: Version, b: Build) -> bool:
     """Can an image with CUDA `img_cuda` host build `b`?"""
     if b.bundles_runtime:
@@ -68,7 +75,7 @@ def family_filter(req: Request, ix: Index):
             return []
         for img, cuda in ix.images:
             if img.family == family and (img.framework or "").lower() == b.framework and cuda is not None \
-                    and _same_version(img.framework_version, b.version) and mm(cuda) == b.cuda \
+                    and _same_version(img.framework_version, b.version) and _same_cuda(cuda, b.cuda) \
                     and req.platform in img.platforms:
                 return []
         return [Problem("base_image_cuda_mismatch",
@@ -108,17 +115,18 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
             continue  # the container toolkit would refuse it on this driver
         if carrier is not None:
             if (img.framework or "").lower() != carrier.framework or not _same_version(img.framework_version, carrier.version) \
-                    or mm(img_cuda) != carrier.cuda:
+                    or not _same_cuda(img_cuda, carrier.cuda):
                 continue
-            if python and img.python and mm(parse_version(img.python)) != python:
-                continue
+            if img.python and mm(parse_version(img.python)) != python and (
+                    req.python or carrier.pythons is None or mm(parse_version(img.python)) not in carrier.pythons):
+                continue  # the image's Python is the environment's: it must be one the build supports
         elif img.framework:
             continue
         if not all(_serves(img_cuda, b) for b in builds):
             continue
         if cuda and not builds and mm(img_cuda) != mm(parse_version(cuda)):
             continue
-        exact = cuda is not None and mm(img_cuda) == mm(parse_version(cuda))
+        exact = cuda is not None and _same_cuda(img_cuda, cuda)
         options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), _num(img_cuda), _os_rank(img)), img, img_cuda))
     if not options:
         where = f" with CUDA {cuda}" if cuda else ""
@@ -132,8 +140,14 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
                               f"or the framework version must move")]
     options.sort(key=lambda o: o[0])
     _rank, img, img_cuda = options[0]
-    flavour_why = devel_why or ("runtime: the smallest flavour with the CUDA libraries the frameworks load"
-                                if img.flavour == "runtime" else f"{img.flavour or 'the'} flavour: the smallest the catalog has")
+    if devel_why:
+        flavour_why = devel_why
+    elif img.flavour == "runtime":
+        flavour_why = "runtime: the smallest flavour with the CUDA libraries the frameworks load"
+    elif img.flavour:
+        flavour_why = f"{img.flavour}: the smallest flavour the catalog has for this CUDA"
+    else:
+        flavour_why = "the framework image as published"
     why = f"{family} image with CUDA {img.cuda}" + (f" matching the {carrier.framework} {carrier.version} build" if carrier else "") \
         + f"; {flavour_why}"
     return _choice(img, why), []

@@ -8,6 +8,7 @@ this module turns each row into `Build`s with an exact CUDA major.minor. Ranged 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
@@ -66,6 +67,7 @@ class Build:
         return f"{self.framework} {self.version} ({self.installer}, {self.variant})"
 
 
+@functools.lru_cache(maxsize=None)
 def _pythons(text: str | None) -> frozenset[str] | None:
     if text is None:
         return None

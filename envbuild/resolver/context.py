@@ -46,20 +46,22 @@ class Index:
             (parse_version(r.cuda_min), parse_version(r.cuda_max), frozenset(int(s) for s in r.sms), r)
             for r in m.cuda_arch
         ]
-        cupy_versions = b.cupy_release_versions(m.cupy)
-        self.builds: dict[str, list[b.Build]] = {
-            "pytorch": b.torch_builds(m.pytorch),
-            "tensorflow": b.tf_builds(m.tensorflow),
-            "jax": b.jax_builds(m.jax, self.minors),
-            "rapids": b.rapids_builds(m.rapids, self.minors),
-            "cupy": b.cupy_builds(m.cupy, self.minors, cupy_versions),
-        }
-        for items in self.builds.values():  # best first: newest release, then newest CUDA
-            items.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
-        self.versions: dict[str, list[str]] = {
-            name: list(dict.fromkeys(x.version for x in items)) for name, items in self.builds.items()
-        }
+        self.builds = _Lazy(self._builds)  # framework -> builds, best first; made on first use
+        self.versions = _Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
         self.images = [(img, _image_cuda(img)) for img in m.base_images]
+
+    def _builds(self, name: str) -> list[b.Build]:
+        m = self.m
+        made = {
+            "pytorch": lambda: b.torch_builds(m.pytorch),
+            "tensorflow": lambda: b.tf_builds(m.tensorflow),
+            "jax": lambda: b.jax_builds(m.jax, self.minors),
+            "rapids": lambda: b.rapids_builds(m.rapids, self.minors),
+            "cupy": lambda: b.cupy_builds(m.cupy, self.minors, b.cupy_release_versions(m.cupy)),
+        }.get(name, list)()
+        # best first: newest release, then newest CUDA, then pip before conda
+        made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
+        return made
 
     # --- GPUs ---------------------------------------------------------------------------
     def gpu(self, text: str) -> t.Gpu | None:
@@ -108,6 +110,21 @@ def _image_cuda(img: t.BaseImage) -> Version | None:
         return parse_version(img.cuda) if img.cuda else None
     except ValueError:
         return None
+
+
+class _Lazy(dict):
+    """A dict that computes a missing key with `make(key)` and keeps it."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        value = self[key] = self._make(key)
+        return value
+
+    def get(self, key, default=None):
+        return self[key]
 
 
 _INDEXES: dict[int, Index] = {}

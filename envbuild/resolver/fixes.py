@@ -8,6 +8,7 @@ second, independent conflict, the candidate is combined with the first fix of th
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from envbuild.model import Fix, Resolution, Spec
@@ -120,7 +121,7 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
     if limit:
         cudas = [c for c in sorted({b.cuda for b in same}, key=parse_version, reverse=True)
                  if parse_version(c) <= parse_version(limit)]
-    for cuda in cudas:
+    for cuda in cudas[:2]:  # leave room for a version move among the three fixes
         if req.cuda is not None and req.cuda.matches(cuda):
             continue
         changes: dict = {}
@@ -142,7 +143,7 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     """Move the framework version to the nearest one that passes its own checks (newer
     releases first): first keeping every other pin, then also letting go of the CUDA pin,
     then of the installer."""
-    ix, req = a.ix, a.req
+    ix = a.ix
     current = nearest.v if nearest is not None else None
     versions = ix.versions.get(outcome.name, [])
     if current is not None:
@@ -152,14 +153,17 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     else:
         ordered = list(versions)
     local = _local_of(spec, outcome.name)
-    relaxations = [(False, False)]
+    relaxations = [(False, False, False)]
     if outcome.pin is not None:
-        relaxations.append((True, False))
+        relaxations.append((True, False, False))
     if spec.installer:
-        relaxations += [(False, True), (True, True)] if outcome.pin is not None else [(False, True)]
-    for drop_cuda, drop_installer in relaxations:
+        relaxations += [(False, True, False), (True, True, False)] if outcome.pin is not None else [(False, True, False)]
+    if spec.cudnn:
+        relaxations += [(True, False, True), (True, True, True)]
+    for drop_cuda, drop_installer, drop_cudnn in relaxations:
         pin = None if drop_cuda else outcome.pin
         installer = None if drop_installer else spec.installer
+        req = dataclasses.replace(a.req, cudnn=None) if drop_cudnn else a.req
         found = 0
         for version in ordered:
             builds = [b for b in ix.builds[outcome.name] if b.version == version
@@ -180,6 +184,9 @@ def _version_moves(spec: Spec, a, outcome, nearest):
             if drop_installer:
                 changes["installer"] = ok.installer
                 what += f" installed with {ok.installer}"
+            if drop_cudnn:
+                changes["cudnn"] = ok.cudnn
+                what += f" with cuDNN {ok.cudnn}" if ok.cudnn else " with the cuDNN it brings"
             yield what, changes
             found += 1
             if found == 2:

@@ -102,4 +102,4 @@ def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
     except ValueError:
         raise UserError(f"unknown GPU {text!r}", where=spec.source,
                         hint="give a model the matrix knows (A100, RTX 3090) or a compute capability (8.6)") from None
-    return Gpu(ResolvedGpu(f"sm_{cc[0]}{cc[1]} GPU", f"{cc[0]}.{cc[1]}", None), cc, None)
+    return Gpu(ResolvedGpu(f"GPU of compute capability {cc[0]}.{cc[1]}", f"{cc[0]}.{cc[1]}", None), cc, None)

@@ -139,11 +139,9 @@ def _overlay_host(raw: Any, args: argparse.Namespace) -> None:
         if exc.name and exc.name.startswith("envbuild"):
             raise UserError("--host is not available in this build", where="--host", hint="pass --driver and --gpu instead") from None
         raise
-    host = detect()
+    host = detect(require_driver=True, check_docker=False)  # no driver: EnvironmentProblem, exit 3
     driver = getattr(host, "driver", None)
     gpus = [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
-    if not driver and not gpus:
-        raise UserError("no NVIDIA driver or GPU found on this machine", where="--host", hint="pass --driver and --gpu instead")
     if driver and getattr(args, "driver", None) is None:
         raw.set(("target", "driver"), str(driver), "--host")
     if gpus and not getattr(args, "gpu", None):
@@ -151,9 +149,16 @@ def _overlay_host(raw: Any, args: argparse.Namespace) -> None:
 
 
 def _gpu_text(gpu: Any) -> str:
-    """A detected GPU as the spec names it: its compute capability when known (exact,
-    whatever the marketing name), else its name."""
-    if isinstance(gpu, str):
-        return gpu
-    cc = getattr(gpu, "compute_capability", None)
-    return str(cc) if cc else str(getattr(gpu, "name", gpu))
+    """A detected GPU as the spec names it: the name nvidia-smi printed when the GPU matrix
+    knows it (keeps facts such as data-center class), else its compute capability."""
+    if isinstance(gpu, (tuple, list)):  # (name, compute capability or None)
+        name, cc = (list(gpu) + [None, None])[:2]
+    else:
+        name, cc = getattr(gpu, "name", gpu), getattr(gpu, "compute_capability", None)
+    if name:
+        from envbuild import matrix
+        from envbuild.matrix.lookup import find_gpu
+
+        if find_gpu(matrix.load(), str(name)) is not None or not cc:
+            return str(name)
+    return str(cc)

@@ -211,7 +211,7 @@ class _Validator:
             self.check_keys((parent,), keys)
 
         frameworks, implied = self.frameworks()
-        cuda = self.version(("cuda",), "CUDA", parts=(2, 4), example='"12.1" or "11.0.221"')
+        cuda = self.cuda()
         cudnn = self.version(("cudnn",), "cuDNN", parts=(1, 4), example='"8.9"')
         python = self.version(("python",), "Python", parts=(2, 3), example='"3.10"')
         if python is not None and not python.startswith(("2.", "3.")):
@@ -315,7 +315,9 @@ class _Validator:
         """Pins that contradict each other before any matrix is consulted."""
         from envbuild.versions import major_minor
 
-        anchor = (f"cuda: {cuda}", major_minor(cuda), ("cuda",)) if cuda else None
+        anchor = None
+        if cuda:  # "12" stays a major (any 12.x); "12.1.1" and "12.1" both mean 12.1
+            anchor = (f"cuda: {cuda}", cuda if "." not in cuda else major_minor(cuda), ("cuda",))
         for what, (implied_cuda, path) in implied.items():
             if "+" in what and installer == "conda":
                 raise self.fail(
@@ -331,6 +333,18 @@ class _Validator:
                     path, f"{what} means CUDA {implied_cuda}, but {anchor[0]} asks for CUDA {anchor[1]}",
                     "make the two CUDA versions agree", key="+" not in what,  # a package name: point at it
                 )
+
+    def cuda(self) -> str | None:
+        """major (any minor of it), major.minor, or a full release; `cu121` is read as 12.1."""
+        path = ("cuda",)
+        text = self.string(path)
+        if text is not None and re.fullmatch(r"cu\d{2,4}", text, re.IGNORECASE):
+            from envbuild.versions import cuda_from_local
+
+            self.data["cuda"] = text = cuda_from_local(text)
+        elif text is not None and re.fullmatch(r"\d+\.[x*]", text):  # "12.x" / "12.*": any 12.x
+            self.data["cuda"] = text = text.split(".")[0]
+        return self.version(path, "CUDA", parts=(1, 4), example='"12.1", "12" (any 12.x) or "11.0.221"')
 
     def driver(self) -> str | None:
         path = ("target", "driver")

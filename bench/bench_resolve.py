@@ -1,0 +1,68 @@
+"""Resolve speed: in-process resolve per recipe and `envbuild resolve` wall time.
+
+    python3 bench/bench_resolve.py [--repeat N]
+
+For every recipe: the median in-process `resolve()` time, first with the resolver's
+per-data memo emptied before every run (cold: what a single CLI call pays) and then
+warm (repeated resolves in one process, as `lock`/`dockerfile` and fix generation do);
+then the median wall time of `envbuild resolve RECIPE` beside `python -c pass`.
+Targets: resolve < 20 ms median, CLI < 300 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def median_ms(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--cli-repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    from envbuild import matrix
+    from envbuild.resolver import context, resolve
+    from envbuild.spec import load_spec
+
+    m = matrix.load()
+    recipes = sorted((ROOT / "recipes").glob("*.yaml"))
+    specs = {p.name: load_spec(p) for p in recipes}
+    resolve(next(iter(specs.values())), m)  # build the per-data indexes once
+
+    def cold(spec):
+        context.index(m).memo.clear()
+        resolve(spec, m)
+
+    print(f"{'recipe':40} {'verdict':9} {'cold ms':>8} {'warm ms':>8} {'cli ms':>8}")
+    python_pass = median_ms(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), args.cli_repeat)
+    worst = 0.0
+    for name, spec in specs.items():
+        verdict = resolve(spec, m).verdict
+        cold_ms = median_ms(lambda: cold(spec), args.repeat)
+        warm_ms = median_ms(lambda: resolve(spec, m), args.repeat)
+        cli_ms = median_ms(lambda: subprocess.run(["envbuild", "resolve", str(ROOT / "recipes" / name)],
+                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), args.cli_repeat)
+        worst = max(worst, cli_ms)
+        print(f"{name:40} {verdict:9} {cold_ms:8.1f} {warm_ms:8.1f} {cli_ms:8.0f}")
+    print(f"\npython -c pass: {python_pass:.0f} ms; slowest envbuild resolve: {worst:.0f} ms "
+          f"({worst / python_pass:.1f}x python -c pass)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

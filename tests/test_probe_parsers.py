@@ -1,0 +1,227 @@
+"""The probe's parsers and judgements on real nvidia-smi output, failure texts and JUnit."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from envbuild import probe
+from envbuild.verify.junit import write_junit
+
+DATA = Path(__file__).parent / "data" / "nvidia_smi"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sample(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+# --- nvidia-smi ---------------------------------------------------------------------------
+def test_modern_query_with_compute_cap():
+    gpus = probe.parse_smi_csv(sample("h100_r580_query.csv"))
+    assert gpus == [{
+        "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-cb83bbc4-6ee1-d2d9-ba30-a0fbda7aa73b",
+        "driver": "580.159.04", "memory_mib": 81559, "compute_capability": "9.0", "pci_bus_id": "00000000:00:06.0",
+    }]
+
+
+def test_plain_header_gives_driver_and_max_cuda():
+    assert probe.parse_smi_header(sample("h100_r580_plain.txt")) == {"driver": "580.159.04", "max_cuda": "13.0"}
+    assert probe.parse_smi_header(sample("rtx4000x2_r535_plain.txt")) == {"driver": "535.129.03", "max_cuda": "12.2"}
+    assert probe.parse_smi_header(sample("a100_r470_q_head.txt")) == {"driver": "470.103.01", "max_cuda": "11.4"}
+    assert probe.parse_smi_header("garbage") == {"driver": None, "max_cuda": None}
+
+
+def test_invalid_field_message_is_recognised():
+    assert probe.smi_invalid_field(sample("r470_compute_cap_invalid.txt")) == "compute_cap"
+    assert probe.smi_invalid_field(sample("r580_invalid_field.txt")) == "bogus_field"
+    assert probe.smi_invalid_field(sample("h100_r580_query.csv")) is None
+
+
+def test_multi_gpu_query_without_compute_cap():
+    fields = [f for f in probe.SMI_FIELDS if f != "compute_cap"]
+    gpus = probe.parse_smi_csv(sample("a100x4_r470_query_no_cc.csv"), fields)
+    assert [g["index"] for g in gpus] == [0, 1, 2, 3]
+    assert {g["name"] for g in gpus} == {"NVIDIA A100-SXM4-80GB"}
+    assert all(g["compute_capability"] is None and g["driver"] == "470.103.01" for g in gpus)
+    assert len({g["uuid"] for g in gpus}) == 4
+
+
+def test_csv_with_wrong_column_count_is_an_error():
+    with pytest.raises(ValueError, match="unexpected nvidia-smi line"):
+        probe.parse_smi_csv("0, NVIDIA H100, GPU-x\n")
+
+
+class ReplayedSmi:
+    """Replays recorded nvidia-smi outputs for the command lines the probe runs."""
+
+    def __init__(self, old_driver: bool):
+        self.old = old_driver
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd, timeout=30):
+        self.calls.append(cmd)
+        if len(cmd) == 1:
+            return 0, sample("a100_r470_q_head.txt" if self.old else "h100_r580_plain.txt"), ""
+        if self.old and "compute_cap" in cmd[1]:
+            return 2, sample("r470_compute_cap_invalid.txt"), ""
+        return 0, sample("a100x4_r470_query_no_cc.csv" if self.old else "h100_r580_query.csv"), ""
+
+
+def test_old_driver_query_falls_back_without_compute_cap(tmp_path):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("")
+    run = ReplayedSmi(old_driver=True)
+    info = probe.query_nvidia_smi(run, binary=str(fake))
+    assert info["ok"] and info["missing_fields"] == ["compute_cap"]
+    assert "compute_cap" in run.calls[0][1] and "compute_cap" not in run.calls[1][1]
+    assert info["driver"] == "470.103.01" and info["max_cuda"] == "11.4"
+    assert len(info["gpus"]) == 4 and info["gpus"][0]["compute_capability"] is None
+
+
+def test_modern_driver_needs_one_query(tmp_path):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("")
+    run = ReplayedSmi(old_driver=False)
+    info = probe.query_nvidia_smi(run, binary=str(fake))
+    assert info["ok"] and info["missing_fields"] == [] and len(run.calls) == 2
+    assert info["gpus"][0]["compute_capability"] == "9.0" and info["max_cuda"] == "13.0"
+
+
+def test_missing_nvidia_smi_is_reported_not_raised(tmp_path):
+    info = probe.query_nvidia_smi(binary=None) if not probe.shutil.which("nvidia-smi") else {"ok": False, "error": "x"}
+    assert info["ok"] is False and info["error"]
+
+
+# --- failure signatures ---------------------------------------------------------------------
+@pytest.mark.parametrize("text,name,code", [
+    ("cupy.cuda.runtime.CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version is insufficient "
+     "for CUDA runtime version", "insufficient_driver", 35),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "no_kernel_image", 209),
+    ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with an unsupported toolchain.",
+     "unsupported_ptx", 222),
+    ("cudaErrorCompatNotSupportedOnDevice: forward compatibility was attempted on non supported HW",
+     "compat_not_supported", 804),
+    ("RuntimeError: CuPy failed to load libnvrtc.so.12: OSError: libnvrtc.so.12: cannot open shared object file: "
+     "No such file or directory", "nvrtc_missing", None),
+    ('cupy.cuda.compiler.CompileException: /usr/include/cuda_fp16.h(4): catastrophic error: cannot open source file '
+     '"vector_types.h"', "nvrtc_headers_missing", None),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver",
+     "requirement_unsatisfied", None),
+    ('could not select device driver "" with capabilities: [[gpu]]', "no_gpu_runtime", None),
+    ("UserWarning: NVIDIA H100 80GB HBM3 with CUDA capability sm_90 is not compatible with the current PyTorch "
+     "installation.", "arch_not_in_build", None),
+    ("cuInit returned error code 804", "compat_not_supported", 804),
+])
+def test_failure_signatures_are_named(text, name, code):
+    sig = probe.recognise_failure(text, {"cuda": "12.4"})
+    assert sig is not None and sig["name"] == name and sig["code"] == code
+    assert sig["cause"] and sig["fix"]
+
+
+def test_headers_fix_names_the_devel_flavour_and_the_package_for_that_cuda():
+    sig = probe.recognise_failure('cannot open source file "vector_types.h"', {"cuda": "12.4"})
+    assert "devel" in sig["fix"] and "cuda-cudart-dev-12-4" in sig["fix"]
+
+
+def test_unknown_error_is_not_named():
+    assert probe.recognise_failure("ValueError: something else entirely") is None
+
+
+# --- driver vs CUDA -----------------------------------------------------------------------------
+FLOORS = {"11": "450.80.02", "12": "525.60.13"}
+
+
+@pytest.mark.parametrize("image,driver,max_cuda,compat,dc,status", [
+    ("12.4", "550.54.15", "12.4", None, None, "pass"),
+    ("12.2", "580.159.04", "13.0", None, None, "pass"),
+    ("12.4", "535.104.05", "12.2", None, None, "warn"),  # minor-version compatibility
+    ("12.4", "525.20.01", "12.0", None, None, "fail"),  # below the 12.x floor
+    ("13.0", "535.104.05", "12.2", None, None, "fail"),  # different major: error 35
+    ("12.4", "470.103.01", "11.4", "12.4", True, "warn"),  # forward compatibility on a data-center GPU
+    ("12.4", "470.103.01", "11.4", "12.4", False, "fail"),  # ... on a GeForce: error 804
+    ("10.2", "418.67", "10.1", None, None, "fail"),  # before 11: each minor needs its driver
+    (None, "535.104.05", "12.2", None, None, "skip"),
+    ("12.4", None, None, None, None, "fail"),  # no driver visible
+])
+def test_driver_vs_image_cuda(image, driver, max_cuda, compat, dc, status):
+    got, details, cause, fix = probe.judge_driver_cuda(image, driver, max_cuda, FLOORS, compat, dc)
+    assert got == status, details
+    if status == "fail":
+        assert cause and fix
+
+
+def test_require_cuda_parsing():
+    value = "cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470,driver<471 brand=tesla,driver>=535,driver<536"
+    assert probe.parse_require_cuda(value) == ("12.4", [470, 535])
+    assert probe.parse_require_cuda(None) == (None, [])
+
+
+@pytest.mark.parametrize("archs,sm,status", [
+    (["sm_80", "sm_86", "sm_90"], 90, "pass"),
+    (["sm_80"], 86, "pass"),  # SASS is binary compatible within the major
+    (["sm_70", "sm_80", "compute_80"], 90, "warn"),  # PTX JIT
+    (["sm_50", "sm_60", "sm_70"], 90, "fail"),
+    (["sm_90"], 80, "fail"),  # newer SASS never runs on an older GPU
+])
+def test_compiled_architectures_vs_gpu(archs, sm, status):
+    assert probe.judge_archs(archs, sm)[0] == status
+
+
+def test_peak_lookup_and_judgement():
+    peaks = [{"gpu": "NVIDIA H100", "names": ["H100 80GB HBM3"], "memory_bandwidth_gbs": 3350}]
+    assert probe.find_peak("NVIDIA H100 80GB HBM3", peaks)["gpu"] == "NVIDIA H100"
+    assert probe.find_peak("NVIDIA H100 NVL", peaks)["gpu"] == "NVIDIA H100"
+    assert probe.find_peak("NVIDIA H20", peaks) is None
+    assert probe.judge_perf(3007.2, 3350, "GB/s", "copy")[0] == "pass"
+    assert probe.judge_perf(1200.0, 3350, "GB/s", "copy")[0] == "warn"
+    assert probe.judge_perf(1200.0, None, "GB/s", "copy")[0] == "pass"
+
+
+def test_labels_become_expectations():
+    exp = probe.expect_from_labels({"io.envbuild.gpus": "NVIDIA A100=8.0,NVIDIA L4=8.9",
+                                    "io.envbuild.frameworks": "pytorch==2.1.2+cuda12.1 cupy==13.3.0+cuda12.4"})
+    assert exp == {"sms": ["80", "89"], "frameworks": {"pytorch": {"version": "2.1.2", "cuda": "12.1"},
+                                                      "cupy": {"version": "13.3.0", "cuda": "12.4"}}}
+
+
+# --- the whole probe without a GPU, as a standalone file ------------------------------------------
+def test_standalone_static_run_needs_only_the_standard_library(tmp_path):
+    copy = tmp_path / "probe.py"
+    copy.write_bytes((ROOT / "envbuild" / "probe.py").read_bytes())
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VERSION": "12.4.1", "NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}
+    proc = subprocess.run([sys.executable, "-S", "-I", str(copy), "--static", "--json", "--expect-cuda", "12.1"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    import json
+
+    report = json.loads(proc.stdout)
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert by_name["static.cuda_labels"]["status"] == "fail"  # 12.4 in the image, 12.1 expected
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert not any(n.startswith("gpu.") for n in by_name)
+
+
+# --- JUnit ------------------------------------------------------------------------------------------
+def test_junit_round_trip(tmp_path):
+    checks = [
+        probe.check("static.libraries", "pass", "ok"),
+        probe.check("gpu.nvidia_smi", "fail", probe.NO_GPU, "no driver", "run with a GPU"),
+        probe.check("torch.build", "skip", "torch is not installed", required=False),
+        probe.check("perf.gemm_fp32", "fail", probe.NO_GPU, required=False),
+        probe.check("env.CUDA_VISIBLE_DEVICES", "warn", "'-1' hides every GPU", "hidden", "unset it", required=False),
+    ]
+    path = tmp_path / "out.xml"
+    write_junit(path, checks, elapsed_s=1.5)
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite.get("tests") == "5" and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == {c["name"] for c in checks}
+    assert cases["gpu.nvidia_smi"].find("failure").get("message") == "no driver"
+    assert probe.NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+    assert cases["torch.build"].find("skipped") is not None
+    assert cases["perf.gemm_fp32"].find("failure") is None  # not required: reported, not failing CI
+    assert cases["env.CUDA_VISIBLE_DEVICES"].find("system-out").text.startswith("WARN")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.xml"]  # no temp file left behind

@@ -1,0 +1,210 @@
+"""The resolver, link by link, against the bundled matrices."""
+from __future__ import annotations
+
+import pytest
+
+from envbuild import matrix
+from envbuild.errors import UserError
+from envbuild.model import FrameworkRequest, Spec
+from envbuild.resolver import resolve
+from envbuild.spec import load_spec
+from envbuild.versions import parse_version
+
+M = matrix.load()
+
+
+def spec(frameworks=None, **fields) -> Spec:
+    return Spec(frameworks=tuple(FrameworkRequest(n, c) for n, c in (frameworks or {}).items()), **fields)
+
+
+def kinds(result) -> list[str]:
+    return [c.kind for c in result.conflicts]
+
+
+# --- 1. framework version <-> CUDA variant, per installer -----------------------------------
+def test_classic_conda_pytorch_16_with_cudatoolkit_110():
+    r = resolve(load_spec("recipes/pytorch-1.6-cudatoolkit-11.0.yaml"), M)
+    assert kinds(r) == ["framework_cuda_mismatch"]
+    message = r.conflicts[0].message
+    assert "pytorch 1.6.0 on conda is built only for cudatoolkit 9.2, 10.1, 10.2" in message
+    assert "11.0.221" in message
+    assert all(f.source for f in r.conflicts[0].facts)
+    assert 1 <= len(r.conflicts[0].fixes) <= 3
+
+
+def test_pip_and_conda_variants_differ():
+    # pip has a cu110 wheel of torch 1.7.1; conda's 1.7.1 is built for cudatoolkit 11.0 too, but
+    # conda pytorch 1.6.0 has no 11.0 build while the pip index has none either -> both conflict
+    pip = resolve(spec({"pytorch": "1.7.1+cu110"}, installer="pip"), M)
+    assert pip.ok and pip.resolved.frameworks[0].pip_requirements[0] == "torch==1.7.1+cu110"
+    assert resolve(spec({"pytorch": "1.6.0"}, cuda="11.0", installer="conda"), M).verdict == "conflict"
+
+
+def test_conda_build_is_pinned_to_its_gpu_variant():
+    r = resolve(spec({"pytorch": "1.6.0"}, cuda="10.2", installer="conda"), M)
+    assert r.ok
+    specs = r.resolved.frameworks[0].conda_specs
+    assert "pytorch==1.6.0=*cuda*" in specs and "cudatoolkit==10.2.*" in specs
+
+
+# --- 2. CUDA <-> driver ----------------------------------------------------------------------
+def test_pre_11_needs_its_own_driver():
+    r = resolve(spec({"pytorch": "1.6.0"}, cuda="10.2", installer="conda", driver="418.87.00"), M)
+    assert kinds(r) == ["driver_too_old"]
+    assert "418.87.00" in r.conflicts[0].message
+
+
+def test_minor_version_compatibility_within_a_major():
+    # cu113 wheel on a 460 driver (CUDA 11.2): fine through 11.x minor-version compatibility
+    r = resolve(spec({"pytorch": "1.11.0+cu113"}, driver="460.32.03", installer="pip"), M)
+    assert r.ok
+    assert any(w.kind == "minor_version_compat" for w in r.warnings)
+
+
+def test_minor_version_compatibility_never_crosses_a_major():
+    r = resolve(spec({"pytorch": "2.1.2+cu121"}, driver="470.82.01", installer="pip"), M)
+    assert kinds(r) == ["driver_too_old"]
+
+
+def test_completion_never_picks_a_cuda_newer_than_the_driver_allows():
+    r = resolve(spec({"pytorch": None}, driver="470.82.01", installer="pip"), M)
+    assert r.ok
+    assert parse_version(r.resolved.frameworks[0].cuda).release[0] == 11
+
+
+def test_pip_wheel_ignores_the_system_toolkit_but_not_the_driver():
+    # TF 2.4 loads the system CUDA 11.x; a same-major system toolkit is fine
+    assert resolve(spec({"tensorflow": "2.4.0"}, cuda="11.2"), M).ok
+
+
+# --- 3. GPU compute capability <-> compiled architectures -------------------------------------
+def test_sass_runs_within_a_major_only():
+    # torch 1.7.1+cu110 carries sm_80: runs on sm_86 (RTX 3090) but not on sm_90
+    assert resolve(spec({"pytorch": "1.7.1+cu110"}, gpus=("RTX 3090",), installer="pip"), M).ok
+    r = resolve(spec({"pytorch": "1.7.1+cu110"}, gpus=("H100",), installer="pip"), M)
+    assert kinds(r) == ["gpu_arch_unsupported"]
+
+
+def test_arch_support_is_not_monotonic():
+    # torch 2.8: cu128 dropped Pascal, cu126 keeps it
+    r = resolve(spec({"pytorch": "2.8.0+cu128"}, gpus=("P100",), installer="pip"), M)
+    assert kinds(r) == ["gpu_arch_unsupported"]
+    assert resolve(spec({"pytorch": "2.8.0+cu126"}, gpus=("P100",), installer="pip"), M).ok
+    completed = resolve(spec({"pytorch": "2.8.0"}, gpus=("P100",), installer="pip"), M)
+    assert completed.ok and completed.resolved.frameworks[0].cuda == "12.6"
+
+
+def test_ptx_only_is_a_warning_not_a_conflict():
+    # No published torch wheel in the matrix reaches a GPU through PTX alone (their PTX is
+    # compute_120, the newest major), so this link is checked on a copy of the matrices whose
+    # one build carries sm_70 SASS plus compute_70 PTX: an sm_80 GPU must JIT the PTX.
+    import dataclasses
+
+    from envbuild.matrix.tables import TorchBuild
+
+    row = TorchBuild(source="test row", version="2.0.1", installer="pip", cuda="11.8", package="+cu118",
+                     python=">=3.8,<3.12", archs=("sm_70", "compute_70"))
+    m = dataclasses.replace(M, pytorch=(row,), version="ptx-test")
+    r = resolve(spec({"pytorch": "2.0.1"}, gpus=("A100",), installer="pip"), m)
+    assert r.ok
+    assert [w.kind for w in r.warnings] == ["ptx_jit"]
+    assert kinds(resolve(spec({"pytorch": "2.0.1"}, gpus=("6.0",), installer="pip"), m)) == ["gpu_arch_unsupported"]
+
+
+def test_completion_never_picks_a_build_without_the_gpu_arch():
+    r = resolve(spec({"pytorch": None}, gpus=("V100", "A100", "H100"), installer="pip"), M)
+    assert r.ok
+    archs = r.resolved.frameworks[0].archs
+    assert {"sm_70", "sm_80", "sm_90"} <= set(archs)
+
+
+# --- 4. GPU <-> CUDA toolkit ----------------------------------------------------------------
+def test_sm90_needs_cuda_118():
+    r = resolve(spec(cuda="11.7", gpus=("H100",)), M)
+    assert kinds(r) == ["gpu_arch_unsupported"]
+    assert resolve(spec(cuda="11.8", gpus=("H100",)), M).ok
+
+
+def test_cuda_13_dropped_volta_and_12_dropped_kepler():
+    assert kinds(resolve(spec(cuda="13.0", gpus=("V100",)), M)) == ["gpu_arch_unsupported"]
+    assert kinds(resolve(spec(cuda="12.0", gpus=("K80",)), M)) == ["gpu_arch_unsupported"]
+    assert resolve(spec(cuda="11.8", gpus=("K80",)), M).ok
+
+
+# --- 5. Python, cuDNN, one CUDA major -----------------------------------------------------------
+def test_python_unsupported():
+    r = resolve(spec({"pytorch": "1.13.1"}, python="3.12"), M)
+    assert kinds(r) == ["python_unsupported"]
+    assert "Python 3.12" in r.conflicts[0].message
+
+
+def test_cudnn_same_major_and_newer_minor():
+    r = resolve(spec({"tensorflow": "2.15.0"}, cudnn="8.6"), M)
+    assert kinds(r) == ["cudnn_mismatch"]
+    assert resolve(spec({"tensorflow": "2.15.0"}, cudnn="8.9"), M).ok
+
+
+def test_frameworks_share_one_cuda_major():
+    r = resolve(spec({"pytorch": "1.13.1", "jax": "0.4.31"}, installer="pip"), M)
+    assert kinds(r) == ["framework_cuda_mismatch"]
+    both = resolve(spec({"pytorch": "2.4.*", "jax": "0.4.31"}, installer="pip"), M)
+    assert both.ok
+    majors = {parse_version(f.cuda).release[0] for f in both.resolved.frameworks}
+    assert len(majors) == 1
+
+
+# --- 6. base image ------------------------------------------------------------------------------
+def test_base_image_cuda_must_match_the_build():
+    r = resolve(spec({"tensorflow": "2.13.0"}, base_image="nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04"), M)
+    assert kinds(r) == ["base_image_cuda_mismatch"]
+    assert resolve(spec({"tensorflow": "2.13.0"}, base_image="nvidia/cuda:11.7.1-cudnn8-devel-ubuntu22.04"), M).ok
+
+
+def test_unknown_base_image_is_a_warning():
+    r = resolve(spec({"pytorch": "2.1.2+cu121"}, installer="pip", base_image="example.com/team/base:1"), M)
+    assert r.ok and any(w.kind == "unknown_fact" for w in r.warnings)
+
+
+def test_cupy_on_cuda_122_or_newer_gets_a_devel_image():
+    r = resolve(load_spec("recipes/cupy.yaml"), M)
+    assert r.ok and r.resolved.base_image.flavour == "devel"
+    assert "NVRTC" in r.resolved.base_image.why
+
+
+def test_pip_torch_gets_a_runtime_image():
+    r = resolve(spec({"pytorch": "2.1.2+cu118"}, installer="pip"), M)
+    assert r.ok and r.resolved.base_image.cuda.startswith("11.8") and r.resolved.base_image.flavour == "runtime"
+
+
+# --- 7. platform --------------------------------------------------------------------------------
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax", "cupy"])
+def test_no_cuda_on_macos(framework):
+    assert kinds(resolve(spec({framework: None}, platform="osx-arm64"), M))[0] == "platform_unsupported"
+
+
+def test_no_native_windows_gpu_tensorflow_from_211_or_jax():
+    assert kinds(resolve(spec({"tensorflow": "2.11.0"}, platform="win-64"), M)) == ["platform_unsupported"]
+    assert resolve(spec({"tensorflow": "2.10.0"}, platform="win-64"), M).ok
+    assert kinds(resolve(spec({"jax": None}, platform="win-64"), M)) == ["platform_unsupported"]
+
+
+# --- unknown facts, bad input, output ------------------------------------------------------------
+def test_unknown_version_is_said_as_unknown():
+    r = resolve(spec({"pytorch": "2.99"}), M)
+    assert r.ok and any("the matrix has no row for pytorch 2.99" in w.message for w in r.warnings)
+    strict = resolve(spec({"pytorch": "2.99"}, strict=True), M)
+    assert kinds(strict) == ["unknown_fact"]
+
+
+def test_unknown_gpu_is_bad_input():
+    with pytest.raises(UserError):
+        resolve(spec({"pytorch": None}, gpus=("Voodoo 5",)), M)
+
+
+def test_resolution_carries_the_matrix_version_and_json():
+    r = resolve(load_spec("recipes/pytorch-official.yaml"), M)
+    data = r.to_json()
+    assert data["matrix_version"] == M.version and data["verdict"] == "ok"
+    fw = r.resolved.frameworks[0]
+    assert fw.pip_requirements[0] == f"torch=={fw.version}+cu{fw.cuda.replace('.', '')}"
+    assert fw.pip_index_url and fw.archs

@@ -1,0 +1,117 @@
+"""`envbuild verify` end to end on the local Docker engine, on a host without a GPU.
+
+A stand-in image (the Debian + python3 base under a real CUDA base name) gets envbuild's
+labels, the CUDA environment variables of an nvidia/cuda image and the probe; verifying it
+must pass every static check, fail every GPU check with "no GPU visible", exit non-zero,
+and write JSON and JUnit that agree - never a traceback.
+"""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from envbuild.probe import NO_GPU
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.docker
+
+
+def _build(client, base_image: str, labels: dict[str, str], require_cuda: str) -> str:
+    dockerfile = f"""FROM {base_image}
+ENV CUDA_VERSION=12.4.1 NVIDIA_REQUIRE_CUDA="{require_cuda}" \\
+    NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility
+COPY probe.py /opt/envbuild/probe.py
+LABEL {" ".join(f'{k}="{v}"' for k, v in labels.items())}
+"""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("Dockerfile", dockerfile.encode()), ("probe.py", (ROOT / "envbuild/probe.py").read_bytes())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    tag = f"envbuild-test/verify-{uuid.uuid4().hex[:10]}:latest"
+    client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True)
+    return tag
+
+
+@pytest.fixture
+def built(docker_client, base_image):
+    tags = []
+
+    def make(labels, require_cuda="cuda>=12.4 brand=tesla,driver>=470,driver<471"):
+        tags.append(_build(docker_client, base_image, labels, require_cuda))
+        return tags[-1]
+
+    yield make
+    for tag in tags:
+        docker_client.images.remove(tag, force=True)
+
+
+def _verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "envbuild", "verify", *args], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+
+
+def test_verify_without_gpu_reports_static_pass_and_gpu_fail(built, tmp_path):
+    image = built({"io.envbuild.cuda": "12.4", "io.envbuild.gpus": "NVIDIA A100=8.0",
+                   "io.envbuild.probe": "/opt/envbuild/probe.py"})
+    report_path, junit_path = tmp_path / "report.json", tmp_path / "junit.xml"
+    proc = _verify(image, "--json", str(report_path), "--junit", str(junit_path))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "verdict: FAIL" in proc.stdout
+
+    report = json.loads(report_path.read_text())
+    status = {c["name"]: c for c in report["checks"]}
+    for name in ("static.python", "static.libraries", "static.cuda_labels", "env.NVIDIA_VISIBLE_DEVICES",
+                 "env.NVIDIA_DRIVER_CAPABILITIES", "env.CUDA_VISIBLE_DEVICES"):
+        assert status[name]["status"] == "pass", status[name]
+    assert status["static.cuda_labels"]["data"] == {"label": "12.4", "NVIDIA_REQUIRE_CUDA": "12.4", "CUDA_VERSION": "12.4"}
+    for name in ("gpu.nvidia_smi", "gpu.cuda_init", "gpu.driver_cuda"):
+        assert status[name]["status"] == "fail" and status[name]["required"], status[name]
+        assert NO_GPU in status[name]["details"]
+        assert status[name]["fix"]
+    for name in ("perf.d2d_bandwidth", "perf.gemm_fp32", "perf.gemm_tf32", "perf.gemm_bf16"):
+        assert status[name]["status"] == "fail" and not status[name]["required"]
+    for name in ("cupy.devices", "torch.build", "tensorflow.build", "jax.build", "cudf.build"):
+        assert status[name]["status"] == "skip"  # not installed in the stand-in
+    if "runner.gpu_request" in status:  # this Docker engine has no NVIDIA runtime
+        assert "no_gpu_runtime" in status["runner.gpu_request"]["cause"]
+    assert report["ok"] is False
+    assert set(report["summary"]["failed_required"]) >= {"gpu.nvidia_smi", "gpu.cuda_init", "gpu.driver_cuda"}
+
+    suite = ET.parse(junit_path).getroot().find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == set(status)
+    failed = {n for n, c in cases.items() if c.find("failure") is not None}
+    assert failed == set(report["summary"]["failed_required"])
+    assert {n for n, c in cases.items() if c.find("skipped") is not None} == {n for n, c in status.items()
+                                                                              if c["status"] == "skip"}
+    assert NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+
+
+def test_verify_catches_labels_that_disagree_with_the_image(built, tmp_path):
+    image = built({"io.envbuild.cuda": "12.1"})  # NVIDIA_REQUIRE_CUDA and CUDA_VERSION say 12.4
+    proc = _verify(image, "--gpus", "0", "--json", "-", "--no-perf")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    labels = next(c for c in report["checks"] if c["name"] == "static.cuda_labels")
+    assert labels["status"] == "fail" and "12.1" in labels["details"] and "12.4" in labels["details"]
+    assert not any(c["name"].startswith("perf.") for c in report["checks"])
+
+
+def test_verify_unknown_image_is_one_clear_line(docker_client, registry):
+    proc = _verify(f"{registry}/envbuild-test/does-not-exist:{uuid.uuid4().hex[:8]}")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envbuild: error: IMAGE: image ") and "envbuild image" in lines[0]
