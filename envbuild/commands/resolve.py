@@ -26,13 +26,23 @@ def run(args) -> int:
 
     resolution = resolve(spec)
     if args.json:
-        json.dump(resolution.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        text = json.dumps(resolution.to_json(), indent=2)
     else:
         from envbuild.report import render
 
-        print(render(resolution, colour=_colour_wanted(sys.stdout)))
+        text = render(resolution, colour=_colour_wanted(sys.stdout))
+    _write(text + "\n")
     return 0 if resolution.ok else 1
+
+
+def _write(text: str) -> None:
+    """Write the answer; a reader that stops early (`| head`) is not an error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # keep Python's exit-time flush from raising again on the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _colour_wanted(stream) -> bool:

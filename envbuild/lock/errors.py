@@ -53,7 +53,7 @@ async def _try(solver, request: SolveRequest, **changes):
     try:
         return await solver.solve(request, **changes)
     except SolverError:
-        return None
+        return None  # the caller's first SolverError already asked loop.settle_at_exit
 
 
 async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:

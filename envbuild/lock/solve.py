@@ -151,6 +151,7 @@ async def _solve_all(requests: list[SolveRequest]) -> tuple[dict[str, list[Locke
         try:
             records = await solver.solve(request)
         except solver.errors.SolverError as exc:
+            loop.settle_at_exit()
             raw.append(f"[{request.platform}]\n{exc}")
             conflicts.append(await diagnose(solver, request, str(exc)))
             continue

@@ -109,7 +109,7 @@ class _Validator:
         self.raw = raw
         self.data = raw.data
 
-    # --- helpers -----------------------------------------------------------------------
+    # --- reading values -----------------------------------------------------------------------
     def fail(self, path: tuple, message: str, hint: str | None = None, *, key: bool = False) -> UserError:
         return UserError(message, where=self.raw.where(path, key=key) or "spec", hint=hint)
 
