@@ -32,7 +32,7 @@ def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], 
         tries += 1
         if tries > MAX_TRIES:
             break
-        verified = _verify(spec, description, changes, analysis, resolve_plain)
+        verified = _verify(spec, p, description, changes, analysis, resolve_plain)
         if verified is not None and all(f.changes != verified.changes for f in offered):
             offered.append(verified)
             if len(offered) == MAX_FIXES:
@@ -40,7 +40,7 @@ def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], 
     return offered
 
 
-def _verify(spec: Spec, description: str, changes: dict, analysis, resolve_plain) -> Fix | None:
+def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, resolve_plain) -> Fix | None:
     try:
         fixed = spec.with_changes(changes)
         result = resolve_plain(fixed)
@@ -58,6 +58,8 @@ def _verify(spec: Spec, description: str, changes: dict, analysis, resolve_plain
         return None
     if not second.problems:
         return None
+    if (second.problems[0].kind, second.problems[0].framework) == (p.kind, p.framework):
+        return None  # the candidate did not clear this conflict; it is not a step towards a fix
     for more_desc, more in list(_candidates(fixed, second.problems[0], second))[:3]:
         merged = {**changes, **more}
         try:
@@ -115,11 +117,14 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
     same = [b for b in ix.builds[outcome.name]
             if b.version == nearest.version and (spec.installer is None or b.installer == spec.installer)]
     wanted = parse_version(req.cuda.short if req.cuda else nearest.cuda)
+    # Only variants that clear every other link of this build are worth a resolve: a
+    # numerically near variant that lacks the GPU's kernels is no fix.
+    passing = {b.cuda for b in same if not [x for x in checks.check_build_cached(b, req, ix, None) if not x.soft]}
     # A driver limit means "not newer than": prefer the newest variant under it.
     limit = p.hints.get("max_cuda")
-    cudas = sorted({b.cuda for b in same}, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
+    cudas = sorted(passing, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
     if limit:
-        cudas = [c for c in sorted({b.cuda for b in same}, key=parse_version, reverse=True)
+        cudas = [c for c in sorted(passing, key=parse_version, reverse=True)
                  if parse_version(c) <= parse_version(limit)]
     for cuda in cudas[:2]:  # leave room for a version move among the three fixes
         if req.cuda is not None and req.cuda.matches(cuda):
