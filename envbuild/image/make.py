@@ -124,14 +124,12 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
 
 def _verify(image_id: str, resolution: Resolution, progress) -> None:
     """The verification gate: the image is tagged only if the probe's required checks pass."""
-    try:
-        from envbuild.verify import run_verify
-    except ImportError:
-        raise UserError("--verify needs the verification runner, which this installation lacks",
-                        hint="build with --no-verify") from None
+    from envbuild.verify import run_verify
+    from envbuild.verify.summary import summary_text
+
     _say(progress, f"verifying {image_id[:19]} before tagging it")
-    outcome = run_verify(image_id, resolution=resolution)
-    ok = outcome if isinstance(outcome, bool) else getattr(outcome, "ok", outcome == 0)
-    if not ok:
+    report = run_verify(image_id, gpus="all", expect_spec=resolution, client=None)
+    _say(progress, summary_text(report))
+    if not report.ok:
         raise VerifyFailed(f"the image {image_id[:19]} failed verification; it was not tagged or pushed",
                            hint="see the probe's report above; `envbuild verify IMAGE` runs it again")
