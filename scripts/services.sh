@@ -16,6 +16,9 @@ DIR=$ROOT/.services
 OPEN_PORT=${ENVBUILD_OPEN_REGISTRY_PORT:-5555}
 AUTH_PORT=${ENVBUILD_AUTH_REGISTRY_PORT:-5556}
 AUTH_USER=envbuild
+# A fixed, test-only password for a registry that listens on loopback only: every
+# checkout on the machine then agrees with whichever registry already answers.
+AUTH_PASSWORD=envbuild-test-only
 SUITE=bookworm
 MIRROR=${ENVBUILD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # python3 (not only python3-minimal): pip and py-rattler need the full standard library.
@@ -24,6 +27,8 @@ ROOTFS_PACKAGES=python3,ca-certificates
 STAND_INS=(
   "nvidia/cuda:12.4.1-runtime-ubuntu22.04"
   "nvidia/cuda:12.4.1-devel-ubuntu22.04"
+  # in the base-image catalog, so specs can name it and reach it through --registry-mirror
+  "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
 )
 # Wheels the image builds install offline (the in-image conda installer and pip itself).
 WHEELS=("py-rattler==0.28.0" "pip")
@@ -98,12 +103,9 @@ start_registry() {  # start_registry NAME PORT [htpasswd-file]
 }
 
 auth_files() {
-  if [[ ! -f $DIR/auth/password ]]; then
-    mkdir -p "$DIR/auth"
-    head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$DIR/auth/password"
-  fi
-  if [[ ! -f $DIR/auth/htpasswd ]]; then
-    htpasswd -Bbn "$AUTH_USER" "$(cat "$DIR/auth/password")" >"$DIR/auth/htpasswd.tmp"
+  mkdir -p "$DIR/auth"
+  if [[ ! -f $DIR/auth/htpasswd ]] || ! htpasswd -vb "$DIR/auth/htpasswd" "$AUTH_USER" "$AUTH_PASSWORD" >/dev/null 2>&1; then
+    htpasswd -Bbn "$AUTH_USER" "$AUTH_PASSWORD" >"$DIR/auth/htpasswd.tmp"
     mv "$DIR/auth/htpasswd.tmp" "$DIR/auth/htpasswd"
   fi
 }
@@ -166,7 +168,7 @@ write_env() {
 ENVBUILD_TEST_REGISTRY=127.0.0.1:$OPEN_PORT
 ENVBUILD_TEST_AUTH_REGISTRY=127.0.0.1:$AUTH_PORT
 ENVBUILD_TEST_AUTH_USER=$AUTH_USER
-ENVBUILD_TEST_AUTH_PASSWORD=$(cat "$DIR/auth/password")
+ENVBUILD_TEST_AUTH_PASSWORD=$AUTH_PASSWORD
 ENVBUILD_TEST_BASE_IMAGE=127.0.0.1:$OPEN_PORT/${STAND_INS[0]}
 ENVBUILD_TEST_WHEELHOUSE=$DIR/wheelhouse
 EOF

@@ -16,13 +16,7 @@ HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the
 def configure(parser) -> None:
     from envbuild.spec.cli_args import add_spec_arguments
 
-    add_spec_arguments(parser)
-    # The shared flags take one --platform; a lock may cover several, so this command
-    # replaces that option with a repeatable one (the first platform is the spec's).
-    # argparse has no public way to redefine an option, hence the private attribute.
-    parser._optionals.conflict_handler = "resolve"
-    parser.add_argument("--platform", action="append", default=[], metavar="PLATFORM",
-                        help="target platform, repeatable: --platform linux-64 --platform linux-aarch64")
+    add_spec_arguments(parser, multi_platform=True)
     parser.add_argument("-o", "--output", dest="out_dir", default=".", metavar="DIR",
                         help="folder for the lockfiles (default: current folder)")
     parser.add_argument("--check", action="store_true",

@@ -16,7 +16,9 @@ from envbuild.model import BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
 COMMAND_LINE = "command line"
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool = False) -> None:
+    """The request flags every command shares. With `multi_platform`, --platform is
+    repeatable (lock covers several platforms; the first one is the spec's)."""
     parser.add_argument("spec", nargs="?", metavar="SPEC.yaml", help="spec file (optional: flags alone can form the request)")
     group = parser.add_argument_group("request (each flag overrides the spec file)")
     group.add_argument(
@@ -33,10 +35,16 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--python", metavar="X.Y", help="Python version, e.g. 3.10")
     group.add_argument("--installer", metavar="|".join(INSTALLERS), help="install frameworks with conda or pip")
-    group.add_argument(
-        "--platform", metavar="PLATFORM",
-        help=f"target platform: {', '.join(PLATFORMS)} (the last three for checking only)",
-    )
+    if multi_platform:
+        group.add_argument(
+            "--platform", action="append", metavar="PLATFORM",
+            help="target platform, repeatable: --platform linux-64 --platform linux-aarch64",
+        )
+    else:
+        group.add_argument(
+            "--platform", metavar="PLATFORM",
+            help=f"target platform: {', '.join(PLATFORMS)} (the last three for checking only)",
+        )
     group.add_argument(
         "--base", metavar="IMAGE:TAG|FAMILY",
         help=f"explicit base image, or a base family: {', '.join(BASE_FAMILIES)}",
