@@ -63,7 +63,9 @@ def _cc_from_matrix(name: str) -> str | None:
 def _docker_state() -> tuple[bool, bool, str | None]:
     try:
         import docker
-
+    except ImportError:
+        return False, False, "the docker Python SDK is not installed (pip install docker)"
+    try:
         client = docker.from_env(timeout=10)
         info = client.info()
     except Exception as exc:  # noqa: BLE001 - unreachable engine, missing socket, permission

@@ -76,35 +76,81 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def build_package(folder: Path, name: str, version: str, build: str, subdir: str,
-                  depends: list[str], constrains: list[str]) -> Path:
+                  depends: list[str], constrains: list[str], files: dict[str, str] | None = None,
+                  links: dict[str, str] | None = None) -> Path:
     """A `.tar.bz2` conda package holding info/index.json, info/paths.json, info/files and
-    one file, share/envbuild-test/<name>.txt."""
+    one file, share/envbuild-test/<name>.txt, plus `files` (prefix-relative path -> text)
+    and `links` (prefix-relative path -> symlink target)."""
     arch, platform = ARCH[subdir]
     payload_path = f"share/envbuild-test/{name}.txt"
-    payload = f"{name} {version} {build}\n".encode()
+    contents = {payload_path: f"{name} {version} {build}\n", **(files or {})}
+    links = links or {}
     index = {"name": name, "version": version, "build": build, "build_number": 0, "depends": depends,
              "constrains": constrains, "subdir": subdir, "arch": arch, "platform": platform,
              "license": "BSD-3-Clause", "timestamp": 1700000000000}
     if subdir == "noarch":
         index["noarch"] = "generic"
-    paths = {"paths": [{"_path": payload_path, "path_type": "hardlink",
-                        "sha256": hashlib.sha256(payload).hexdigest(), "size_in_bytes": len(payload)}],
-             "paths_version": 1}
+    entries = [{"_path": path, "path_type": "hardlink", "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "size_in_bytes": len(text.encode())} for path, text in contents.items()]
+    entries += [{"_path": path, "path_type": "softlink"} for path in links]
+    paths = {"paths": sorted(entries, key=lambda e: e["_path"]), "paths_version": 1}
     target = folder / subdir / f"{name}-{version}-{build}.tar.bz2"
     target.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(target, "w:bz2") as tar:
         _add(tar, "info/index.json", json.dumps(index, indent=2).encode())
         _add(tar, "info/paths.json", json.dumps(paths, indent=2).encode())
-        _add(tar, "info/files", (payload_path + "\n").encode())
-        _add(tar, payload_path, payload)
+        _add(tar, "info/files", "".join(f"{p}\n" for p in sorted([*contents, *links])).encode())
+        for path, text in sorted(contents.items()):
+            _add(tar, path, text.encode())
+        for path, link_target in sorted(links.items()):
+            info = tarfile.TarInfo(path)
+            info.type, info.linkname, info.mtime, info.mode = tarfile.SYMTYPE, link_target, 1700000000, 0o777
+            tar.addfile(info)
     return target
 
 
-async def archive_channel(folder: Path) -> Path:
-    """Build ARCHIVE_PACKAGES into `folder` and index it (repodata.json per subdir)."""
+# PyTorch 2.4.1 for CUDA 12.4 in the pattern the pytorch and nvidia channels use (build
+# strings py3.11_cuda12.4_cudnn9.1.0_0 / py3.11_cpu_0, the pytorch-cuda -> cuda-cudart ->
+# cuda-version chain that ties it to the variant; the hash parts of build strings are made
+# up), with the CPU twin a lock must refuse. The packages carry just enough to be real on an image: `python` is a
+# venv over the base image's /usr/bin/python3 (so `python3` in the environment imports
+# what the environment holds), and `pytorch` a `torch` module whose version.py states its
+# version and CUDA variant the way torch's own does.
+_TORCH_SITE = "lib/python3.11/site-packages/torch"
+
+
+def _torch_files(cuda: str | None) -> dict[str, str]:
+    return {f"{_TORCH_SITE}/__init__.py": "from torch import version\n__version__ = version.__version__\n",
+            f"{_TORCH_SITE}/version.py": "from typing import Optional\n\n__version__ = '2.4.1'\n"
+                                         f"cuda: Optional[str] = {cuda!r}\n"}
+
+
+PYTORCH_CU124_PACKAGES = [
+    ("pytorch", "2.4.1", "py3.11_cuda12.4_cudnn9.1.0_0", "linux-64",
+     ["python >=3.11,<3.12.0a0", "pytorch-cuda >=12.4,<12.5", "pytorch-mutex 1.0 cuda"], [], _torch_files("12.4")),
+    ("pytorch", "2.4.1", "py3.11_cpu_0", "linux-64", ["python >=3.11,<3.12.0a0", "pytorch-mutex 1.0 cpu"], [],
+     _torch_files(None)),
+    ("torchvision", "0.19.1", "py311_cu124", "linux-64",
+     ["python >=3.11,<3.12.0a0", "pytorch 2.4.1", "pytorch-cuda 12.4.*", "pytorch-mutex 1.0 cuda"], []),
+    ("torchaudio", "2.4.1", "py311_cu124", "linux-64",
+     ["python >=3.11,<3.12.0a0", "pytorch 2.4.1", "pytorch-cuda 12.4.*", "pytorch-mutex 1.0 cuda"], []),
+    ("pytorch-cuda", "12.4", "hc786d27_7", "linux-64", ["cuda-cudart >=12.4,<12.5"], []),
+    ("cuda-cudart", "12.4.127", "0", "linux-64", ["cuda-version >=12.4,<12.5.0a0"], []),
+    ("python", "3.11.9", "h955ad1f_0", "linux-64", [], [],
+     {"pyvenv.cfg": "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n",
+      "lib/python3.11/site-packages/README.txt": "site-packages of the environment\n"},
+     {"bin/python3": "/usr/bin/python3", "bin/python": "python3"}),
+    ("pytorch-mutex", "1.0", "cuda", "noarch", [], []),
+    ("pytorch-mutex", "1.0", "cpu", "noarch", [], []),
+    ("cuda-version", "12.4", "h3060b56_3", "noarch", [], ["__cuda >=12", "cudatoolkit 12.4|12.4.*"]),
+]
+
+
+async def archive_channel(folder: Path, packages=ARCHIVE_PACKAGES) -> Path:
+    """Build `packages` (default ARCHIVE_PACKAGES) into `folder` and index it (repodata.json per subdir)."""
     from rattler.index import index_fs
 
-    for package in ARCHIVE_PACKAGES:
+    for package in packages:
         build_package(folder, *package)
     (folder / "noarch").mkdir(parents=True, exist_ok=True)
     await index_fs(folder, write_zst=False, write_shards=False)

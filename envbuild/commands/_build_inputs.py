@@ -26,10 +26,13 @@ def resolve_spec(args):
 
     if args.registry_mirror:  # bad flags fail before any work
         parse_mirror(args.registry_mirror)
-    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
-        from envbuild.errors import UserError
+    from envbuild.errors import UserError
 
+    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise UserError("folder does not exist", where=f"--wheelhouse {args.wheelhouse}")
+    if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
+        raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
+                        hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
     spec = spec_from_args(args)
     from envbuild.resolver import resolve
 

@@ -1,6 +1,8 @@
 """The connection to the Docker engine, with one clear line when it is not there."""
 from __future__ import annotations
 
+import os
+
 from envbuild.errors import EnvironmentProblem
 
 
@@ -11,7 +13,8 @@ def connect():
         client = docker.from_env(timeout=600)
         client.ping()
     except docker.errors.DockerException as exc:
-        where = "DOCKER_HOST" if "DOCKER_HOST" in __import__("os").environ else "unix:///var/run/docker.sock"
+        host = os.environ.get("DOCKER_HOST")
+        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
         raise EnvironmentProblem(
             f"the Docker engine is not running or not reachable at {where} ({type(exc).__name__})",
             hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",

@@ -85,12 +85,14 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
             result.cached = "local"
         elif options.check_registry and _in_registry(ref):
             result.cached = "registry"
-        if result.cached == "registry" and options.extra_tags:  # tagging needs the image here
+        if result.cached == "registry" and (options.extra_tags or options.verify):  # both need the image here
             client.api.pull(repository, content)
             result.image_id = engine.local_image_id(client, ref)
         if result.cached:
             _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
                            "nothing to build")
+            if options.verify:  # an earlier run may have built it unverified: check it before tagging or pushing
+                _verify(result.image_id, resolution, progress)
         else:
             _say(progress, f"building {ref} from {context.base_ref}")
             image_id = build.build(client, context.path, platform=platform, progress=progress)
@@ -131,5 +133,6 @@ def _verify(image_id: str, resolution: Resolution, progress) -> None:
     report = run_verify(image_id, gpus="all", expect_spec=resolution, client=None)
     _say(progress, summary_text(report))
     if not report.ok:
-        raise VerifyFailed(f"the image {image_id[:19]} failed verification; it was not tagged or pushed",
+        raise VerifyFailed(f"the image {image_id[:19]} failed verification; no tag was moved onto it "
+                           "and nothing was pushed",
                            hint="see the probe's report above; `envbuild verify IMAGE` runs it again")

@@ -71,6 +71,8 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     stamp = stamp_for(resolution, chosen)
 
     # Everything that can fail runs before anything is written.
+    if out.exists() and not out.is_dir():
+        raise UserError("exists and is not a folder", where=str(out), hint="name a folder for the lockfiles")
     requests, solved = [], {}
     if needs_conda(spec, resolution):
         requests = build_requests(spec, resolution, chosen)
@@ -85,7 +87,11 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
 
     notes = tuple(dict.fromkeys(lock.note for _, lock in pip_locks if lock.note))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the lock folder ({exc.strerror})", where=str(out),
+                        hint="name a folder you can write to") from None
     with staging(out) as stage:
         if requests:
             virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}

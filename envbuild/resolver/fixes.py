@@ -76,7 +76,8 @@ def _candidates(spec: Spec, p: Problem, a):
     outcome = next((o for o in a.outcomes if o.name == p.framework), None)
     nearest = outcome.nearest if outcome is not None else None
     if kind == "platform_unsupported":
-        yield "build for linux-64 (run under WSL2 on Windows)", {"platform": "linux-64"}
+        where = "under WSL2 on this Windows host" if spec.platform.startswith("win") else "on a Linux host with an NVIDIA GPU"
+        yield f"build for linux-64 and run it {where}", {"platform": "linux-64"}
         return
     if kind == "driver_too_old" and p.hints.get("driver") and spec.driver:
         yield f"upgrade the host driver to >= {p.hints['driver']}", {"driver": p.hints["driver"]}

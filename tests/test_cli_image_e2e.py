@@ -1,0 +1,291 @@
+"""The product as a user drives it: a spec file, then `envbuild resolve`, `lock`,
+`dockerfile`, `image --push`, `image` again (cache hit), `image --verify` and `verify`,
+each through the `envbuild` console script, against the real Docker engine and the
+local registry. The framework is PyTorch 2.4.1 for CUDA 12.4 from a local channel of
+real (tiny) conda archives named and wired like the pytorch / nvidia channels' own, and
+the base is a real catalog reference served by the registry mirror."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from envbuild.probe import NO_GPU
+from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"  # matrices/base_images.yaml
+ENVBUILD = shutil.which("envbuild")
+
+
+def write_spec(folder: Path, repository: str, **extra) -> Path:
+    """A spec file as a user writes it, asking for the local channel's PyTorch GPU build."""
+    channel = folder / "channel"
+    if not channel.is_dir():
+        asyncio.run(archive_channel(channel, PYTORCH_CU124_PACKAGES))
+    spec = {
+        "name": "e2e-train",
+        "frameworks": {"pytorch": "2.4.1"},
+        "python": "3.11",
+        "target": {"driver": "550.54.15", "gpus": ["A100"], "platform": "linux-64"},
+        "installer": "conda",
+        "base_image": BASE,
+        "channels": [channel.as_uri()],
+        "image": {"repository": repository},
+        **extra,
+    }
+    path = folder / f"spec{'-' + uuid.uuid4().hex[:6] if extra else ''}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def envbuild(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    assert ENVBUILD, "the envbuild console script is on PATH (pip install -e .)"
+    return subprocess.run([ENVBUILD, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """Bad input: non-zero exit, no traceback, exactly one `envbuild: error:` line, last."""
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("envbuild: error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], proc.stderr
+    return errors[0]
+
+
+def registry_tags(registry: str, repository: str) -> set[str]:
+    answer = requests.get(f"http://{registry}/v2/{repository}/tags/list", timeout=10)
+    if answer.status_code == 404:  # repository never pushed
+        return set()
+    answer.raise_for_status()
+    return set(answer.json().get("tags") or ())
+
+
+def built_ref(stderr: str) -> str:
+    """The content-tagged reference `envbuild image` announces before building."""
+    found = re.search(r"^building (\S+) from ", stderr, re.M)
+    assert found, stderr
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(services) -> Path:
+    path = Path(services.get("ENVBUILD_TEST_WHEELHOUSE") or ROOT / ".services" / "wheelhouse")
+    assert any(path.glob("py_rattler-*.whl")), "services.sh fills the wheelhouse"
+    return path
+
+
+@pytest.fixture(scope="module")
+def no_gpu_host(docker_client):
+    if "nvidia" in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("this Docker engine can run GPU containers; these tests cover a host without one")
+
+
+@pytest.fixture(scope="module")
+def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
+    """Steps 1-2: spec file -> resolve -> lock -> dockerfile -> image --push."""
+    work = tmp_path_factory.mktemp("e2e")
+    spec = write_spec(work, f"{registry}/e2e/app")
+    mirror = ("--registry-mirror", registry)
+
+    resolved = json.loads(ok(envbuild("resolve", spec, "--json", cwd=work)).stdout)
+    assert resolved["verdict"] == "ok"
+    stack = resolved["resolved"]
+    assert [(f["name"], f["version"], f["cuda"], f["installer"]) for f in stack["frameworks"]] == \
+        [("pytorch", "2.4.1", "12.4", "conda")]
+    assert stack["base_image"]["ref"] == BASE and stack["cuda"] == "12.4"
+
+    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    lockfile = yaml.safe_load((work / "lock" / "conda-lock.yml").read_text())
+    assert lockfile["metadata"]["custom_metadata"]["envbuild.spec_hash"] == resolved["spec_hash"]
+    locked = {p["name"]: p for p in lockfile["package"]}
+    assert locked["pytorch"]["build"] == "py3.11_cuda12.4_cudnn9.1.0_0"  # never the CPU twin
+    assert locked["pytorch-mutex"]["build"] == "cuda" and locked["cuda-version"]["version"] == "12.4"
+
+    proc = ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lock", *mirror, cwd=work))
+    assert "locking into" not in proc.stderr  # the lock matches the spec: used as it is
+    dockerfile = (work / "ctx" / "Dockerfile").read_text()
+    assert f"FROM {registry}/{BASE} AS install" in dockerfile
+    assert (work / "ctx" / "envbuild" / "image" / "lock" / "conda-lock.yml").read_bytes() == \
+        (work / "lock" / "conda-lock.yml").read_bytes()
+
+    image_args = ("image", spec, "--lock-dir", work / "lock", *mirror, "--wheelhouse", wheelhouse,
+                  "--progress", "plain")
+    proc = ok(envbuild(*image_args, "--push", cwd=work))
+    ref, pushed_line = proc.stdout.split()
+    repository, digest = pushed_line.split("@")
+    assert repository == f"{registry}/e2e/app" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    assert ref.startswith(f"{repository}:") and built_ref(proc.stderr) == ref
+    assert f"pushed {pushed_line}" in proc.stderr
+    yield {"work": work, "spec": spec, "resolved": resolved, "lockfile": lockfile, "ref": ref,
+           "by_digest": pushed_line, "digest": digest, "image_args": image_args}
+
+
+def test_pulled_by_digest_the_image_holds_the_locked_environment(pushed, docker_client, registry):
+    """Step 3: pull by digest as a cluster would; the locked packages, labels and env are there."""
+    ref, by_digest = pushed["ref"], pushed["by_digest"]
+    built_id = docker_client.api.inspect_image(ref)["Id"]
+    docker_client.api.remove_image(ref)  # only the registry has it now
+    assert docker_client.images.pull(by_digest).id == built_id
+
+    run = subprocess.run(["docker", "run", "--rm", by_digest, "sh", "-c",
+                          'python3 -c "import sys, torch; print(torch.__version__, torch.version.cuda, sys.prefix)"; '
+                          "ls /opt/env/conda-meta; env"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "2.4.1 12.4 /opt/env"  # the CUDA build, imported from the environment's own python3
+    locked = {f"{p['name']}-{p['version']}-{p['build']}.json" for p in pushed["lockfile"]["package"]}
+    assert len(locked) == 8 and locked <= set(lines)
+    env = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert env["NVIDIA_REQUIRE_CUDA"].split()[0] == "cuda>=12.4"
+
+    labels = docker_client.api.inspect_image(by_digest)["Config"]["Labels"]
+    assert labels["org.opencontainers.image.title"] == "e2e-train"
+    assert labels["org.opencontainers.image.base.name"] == f"{registry}/{BASE}"
+    assert "pytorch 2.4.1" in labels["org.opencontainers.image.description"]
+    assert labels["io.envbuild.spec-hash"] == pushed["resolved"]["spec_hash"]
+    assert labels["io.envbuild.matrix-version"] == pushed["resolved"]["matrix_version"]
+    assert labels["io.envbuild.frameworks"] == "pytorch==2.4.1+cuda12.4"
+    assert labels["io.envbuild.cuda"] == "12.4" and labels["io.envbuild.base"] == BASE
+    assert labels["io.envbuild.gpus"] == "NVIDIA A100=8.0"
+
+
+def test_same_spec_again_is_a_cache_hit(pushed, docker_client):
+    """Step 4: nothing changed, so nothing is built (the image is local or in the registry)."""
+    proc = ok(envbuild(*pushed["image_args"], cwd=pushed["work"]))
+    assert proc.stdout.split() == [pushed["ref"]]
+    assert re.search(rf"up to date: {re.escape(pushed['ref'])} already exists (locally|in the registry); "
+                     "nothing to build", proc.stderr)
+    assert "building " not in proc.stderr and "[1/" not in proc.stderr
+
+
+def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_host, docker_client, registry,
+                                                              wheelhouse):
+    """Step 5: a changed spec builds a new image; without a GPU its verification fails, so its
+    content tag is neither created locally nor pushed, and no extra tag appears."""
+    work, extra = pushed["work"], f"checked-{uuid.uuid4().hex[:8]}"
+    spec = write_spec(work, f"{registry}/e2e/app", env={"E2E_RUN": extra})
+    proc = envbuild("image", spec, "--lock-dir", work / "lock-verify", "--registry-mirror", registry,
+                    "--wheelhouse", wheelhouse, "--progress", "plain", "--verify", "--push", "--tag", extra, cwd=work)
+    error = one_error_line(proc)
+    assert proc.returncode == 1 and "failed verification" in error and proc.stdout == ""
+    assert NO_GPU in proc.stderr and "verdict: FAIL" in proc.stderr
+    ref = built_ref(proc.stderr)
+    assert ref != pushed["ref"]
+    import docker.errors
+
+    for name in (ref, f"{registry}/e2e/app:{extra}"):
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.api.inspect_image(name)
+    tags = registry_tags(registry, "e2e/app")
+    assert pushed["ref"].rsplit(":", 1)[1] in tags  # the earlier, pushed image is untouched
+    assert ref.rsplit(":", 1)[1] not in tags and extra not in tags
+
+
+def test_verify_also_gates_a_cache_hit(pushed, no_gpu_host, docker_client, registry):
+    """An image built earlier without --verify is verified before `--verify --tag` moves a tag
+    onto it or pushes it."""
+    extra = f"checked-{uuid.uuid4().hex[:8]}"
+    proc = envbuild(*pushed["image_args"], "--verify", "--push", "--tag", extra, cwd=pushed["work"])
+    error = one_error_line(proc)
+    assert proc.returncode == 1 and "failed verification" in error
+    assert "nothing to build" in proc.stderr and NO_GPU in proc.stderr
+    import docker.errors
+
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.api.inspect_image(f"{registry}/e2e/app:{extra}")
+    assert extra not in registry_tags(registry, "e2e/app")
+
+
+def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tmp_path):
+    """Step 6: `envbuild verify` on the pushed image writes JSON and JUnit that agree."""
+    report_path, junit_path = tmp_path / "verify.json", tmp_path / "verify.xml"
+    proc = envbuild("verify", pushed["by_digest"], "--json", report_path, "--junit", junit_path, cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout
+    report = json.loads(report_path.read_text())
+    checks = {c["name"]: c for c in report["checks"]}
+    for name in ("static.python", "static.libraries", "static.cuda_labels", "torch.build",
+                 "env.NVIDIA_VISIBLE_DEVICES", "env.NVIDIA_DRIVER_CAPABILITIES"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert "torch" in checks["static.libraries"]["details"]
+    assert "12.4" in checks["torch.build"]["details"]
+    for name in ("gpu.nvidia_smi", "gpu.cuda_init", "gpu.driver_cuda", "torch.cuda"):
+        assert checks[name]["status"] == "fail" and checks[name]["required"], checks[name]
+        assert NO_GPU in checks[name]["details"]
+    assert report["ok"] is False and report["image"] == pushed["by_digest"]
+
+    suite = ET.parse(junit_path).getroot().find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == set(checks)
+    failed = {name for name, case in cases.items() if case.find("failure") is not None}
+    assert failed == set(report["summary"]["failed_required"]) >= {"gpu.nvidia_smi", "torch.cuda"}
+    assert not any(name.startswith("static.") for name in failed)
+    assert NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+
+
+# --- bad input along the same path: one line, non-zero exit, nothing lost -----------------------
+
+@pytest.fixture()
+def user_dir(tmp_path) -> tuple[Path, Path]:
+    spec = write_spec(tmp_path, "127.0.0.1:1/e2e/bad-input")
+    return tmp_path, spec
+
+
+def test_unknown_spec_key_is_one_line(user_dir):
+    work, spec = user_dir
+    spec.write_text(spec.read_text().replace("\nimage:", "\nimagee:"))
+    for command in (("image", spec), ("dockerfile", spec, "-o", work / "ctx"), ("lock", spec)):
+        error = one_error_line(envbuild(*command, cwd=work))
+        assert "unknown key 'imagee'" in error and "image" in error.split("did you mean", 1)[-1]
+    assert not (work / "ctx").exists()
+
+
+def test_lock_dir_that_is_not_a_folder_is_one_line(user_dir):
+    work, spec = user_dir
+    (work / "lockfile.txt").write_text("not a folder\n")
+    for command in (("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lockfile.txt"),
+                    ("lock", spec, "-o", work / "lockfile.txt")):
+        proc = envbuild(*command, cwd=work)
+        assert proc.returncode == 2 and "is not a folder" in one_error_line(proc)
+    assert (work / "lockfile.txt").read_text() == "not a folder\n" and not (work / "ctx").exists()
+
+
+def test_missing_lock_dir_is_filled_with_a_fresh_lock(user_dir):
+    """`--lock-dir` names where the lock lives; a folder that is not there yet gets one."""
+    work, spec = user_dir
+    ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "new" / "locks", cwd=work))
+    assert (work / "new" / "locks" / "conda-lock.yml").is_file()
+    assert (work / "ctx" / "envbuild" / "image" / "lock" / "conda-lock.yml").is_file()
+
+
+def test_unreachable_engine_is_one_line_and_keeps_the_lock(user_dir):
+    work, spec = user_dir
+    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    before = (work / "lock" / "conda-lock.yml").read_bytes()
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
+    proc = envbuild("image", spec, "--lock-dir", work / "lock", "--push", cwd=work, env=env)
+    assert proc.returncode == 3
+    error = one_error_line(proc)
+    assert "Docker engine is not running" in error and "DOCKER_HOST=unix:///nonexistent" in error
+    assert (work / "lock" / "conda-lock.yml").read_bytes() == before
