@@ -178,6 +178,9 @@ class ResolvedStack:
     installer: str
     channels: tuple[str, ...]
     base_image: BaseImageChoice | None
+    # The CUDA version the driver itself reports (nvidia-smi's "CUDA Version", conda's
+    # `__cuda` on that host); max_driver_cuda adds what minor-version compatibility allows.
+    driver_cuda: str | None = None
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | No
     if kind == "driver_too_old":
         if not spec.driver:
             return "not checked: no target driver (give --driver or --host)"
-        return f"driver {spec.driver} runs CUDA <= {stack.max_driver_cuda}" if stack and stack.max_driver_cuda else spec.driver
+        return _driver_note(stack) if stack and stack.max_driver_cuda else spec.driver
     if kind == "gpu_arch_unsupported":
         if not spec.gpus:
             return "not checked: no target GPU (give --gpu or --host)"
@@ -168,7 +168,7 @@ def _stack_rows(stack: ResolvedStack) -> list[tuple[str, str, str]]:
         if fw.archs:
             how += f"; kernels {_archs(fw.archs)}"
         rows.append((fw.name, fw.version, how))
-    driver_note = f"driver {stack.driver} runs CUDA <= {stack.max_driver_cuda}" if stack.driver and stack.max_driver_cuda else ""
+    driver_note = _driver_note(stack) if stack.driver and stack.max_driver_cuda else ""
     rows.append(("cuda", stack.cuda or "-", driver_note))
     if stack.cudnn:
         rows.append(("cudnn", stack.cudnn, ""))
@@ -215,3 +215,10 @@ def _painter(colour: bool):
         return f"\033[{_COLOURS[name]}m{text}\033[0m" if colour else text
 
     return paint
+
+
+def _driver_note(stack) -> str:
+    note = f"driver {stack.driver} runs CUDA <= {stack.max_driver_cuda}"
+    if stack.driver_cuda and stack.driver_cuda != stack.max_driver_cuda:
+        note += f" (reports {stack.driver_cuda}; newer {stack.max_driver_cuda.split('.')[0]}.x minors through minor-version compatibility)"
+    return note

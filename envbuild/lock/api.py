@@ -96,7 +96,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         if requests:
             virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
             lockfile = conda_lockfile.build_lockfile(
-                solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec, out))
+                solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec))
             conda_lockfile.write_lockfile(lockfile, stage.file(conda_lockfile.LOCKFILE))
             for platform, packages in solved.items():
                 stage.write_text(conda_lockfile.explicit_name(platform),
@@ -112,10 +112,12 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     )
 
 
-def _sources(spec: Spec, out: Path) -> list[str]:
+def _sources(spec: Spec) -> list[str]:
+    """The spec file's name only: a path relative to the lock folder would make the same
+    environment's lock (and so its content-addressed image tag) depend on where it was written."""
     if not spec.source:
         return []
-    return [os.path.relpath(Path(spec.source).resolve(), out.resolve())]
+    return [Path(spec.source).name]
 
 
 def _remove_stale(out: Path, keep: set[str]) -> None:

@@ -2,7 +2,7 @@
 
 A conda solve on a build host without a GPU sees no `__cuda`, and the solver then picks a
 CPU build or fails for the wrong reason. envbuild therefore states the target instead:
-`__cuda` from the newest CUDA the resolved driver supports (or the resolved CUDA when the
+`__cuda` from the CUDA version the resolved driver reports (or the resolved CUDA when the
 driver is unknown), `__glibc` from the base image's OS, `__linux`, `__unix`, `__archspec`.
 """
 from __future__ import annotations
@@ -44,10 +44,11 @@ def glibc_for(os_label: str | None) -> str:
 
 
 def cuda_for(stack: ResolvedStack) -> str | None:
-    """The `__cuda` version: what the target driver can run. Without a known driver the
-    environment's own CUDA is the best statement of the target (the resolver has already
-    checked it against whatever it knew)."""
-    return stack.max_driver_cuda or stack.cuda
+    """The `__cuda` version: what conda itself detects on the target host, i.e. the CUDA
+    version the driver reports (not the minor-version-compatibility ceiling, which conda
+    never sees). Without a known driver the environment's own CUDA is the best statement
+    of the target (the resolver has already checked it against whatever it knew)."""
+    return stack.driver_cuda or stack.max_driver_cuda or stack.cuda
 
 
 def target_virtual_packages(stack: ResolvedStack, platform: str) -> tuple[VirtualPackage, ...]:

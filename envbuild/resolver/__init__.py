@@ -153,6 +153,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
         frameworks=tuple(frameworks), cuda=cuda,
         cudnn=req.spec.cudnn or next((b.cudnn for b in builds if b.cudnn), None),
         python=python, driver=req.driver, max_driver_cuda=have.cuda if have else None,
+        driver_cuda=have.native_cuda if have else None,
         gpus=tuple(g.resolved for g in req.gpus), platform=req.platform, installer=choice.installer,
         channels=_channels(req, builds, choice.installer), base_image=image)
 
