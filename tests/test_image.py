@@ -161,14 +161,20 @@ def test_pin_digests_through_basic_auth(docker_client, auth_registry, registry, 
     login(empty_docker_config, host, user, password)
     for line in docker_client.api.push(f"{host}/nvidia/cuda", "12.4.1-runtime-ubuntu22.04", stream=True, decode=True):
         assert "error" not in line, line
-    context = write_context(tmp_path / "ctx", resolution, conda_lock, mirror=host, pin_digests=True)
+    lock_dir = tmp_path / "lock"  # pinning writes into the lock folder: keep the shared one clean
+    shutil.copytree(conda_lock, lock_dir)
+    context = write_context(tmp_path / "ctx", resolution, lock_dir, mirror=host, pin_digests=True)
     digest = manifest_digest(parse(mirrored))
     assert context.base_ref == f"{mirrored}@{digest}"
     assert f"FROM {mirrored}@{digest} AS install" in context.dockerfile
     assert f'org.opencontainers.image.base.digest="{digest}"' in context.dockerfile
-    record = json.loads((conda_lock / "base-image.json").read_text())
+    record = json.loads((lock_dir / "base-image.json").read_text())
     assert record["digest"] == digest
-    (conda_lock / "base-image.json").unlink()
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    meta = parse_conda_lock_file(lock_dir / "conda-lock.yml").metadata.custom_metadata
+    assert meta["envbuild.base_digest"] == digest
+    assert meta["envbuild.base_image"] == resolution.resolved.base_image.ref
 
 
 def test_container_structure_test_passes(docker_client, registry, wheelhouse, conda_lock):

@@ -34,6 +34,7 @@ from envbuild.model import Resolution
 HERE = Path(__file__).resolve().parent
 PROBE = HERE.parent / "probe.py"
 BASE_RECORD = "base-image.json"  # written into the lock folder when digests are pinned
+LOCKFILE = "conda-lock.yml"  # gets the pinned digest in its metadata too
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
                              "digest": digest}, indent=2) + "\n"
         extra[BASE_RECORD] = record
         _write_atomic(lock_dir / BASE_RECORD, record)
+        if (lock_dir / LOCKFILE).is_file():
+            from envbuild.lock.conda_lockfile import record_base_image
+
+            record_base_image(lock_dir / LOCKFILE, stack.base_image.ref, digest)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

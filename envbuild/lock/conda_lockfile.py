@@ -3,10 +3,11 @@ own models and writer, so `conda-lock render`/`install` read it) and as one `@EX
 file per platform for plain `conda create --file` / `micromamba create -f`."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from envbuild.errors import UserError
-from envbuild.lock.metadata import Stamp
+from envbuild.lock.metadata import PREFIX, Stamp
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.solve import LockedPackage
 from envbuild.model import sha256_json
@@ -81,6 +82,23 @@ def write_lockfile(lockfile, path: Path) -> None:
     # first instead. No time or git metadata: the same inputs give identical bytes.
     write_conda_lock_file(lockfile, path, metadata_choices=None, include_help_text=False)
     path.write_text(HEADER + path.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def record_base_image(path: Path, ref: str, digest: str) -> None:
+    """Add a pinned base image and its digest to an existing conda-lock.yml's metadata, so
+    the lock names the exact base it was built on. Written atomically beside the original."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    lockfile = parse_conda_lock_file(path)
+    custom = dict(lockfile.metadata.custom_metadata or {})
+    custom.update({PREFIX + "base_image": ref, PREFIX + "base_digest": digest})
+    meta = lockfile.metadata.model_copy(update={"custom_metadata": custom})
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write_lockfile(lockfile.model_copy(update={"metadata": meta}), tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def render_explicit(platform: str, packages: list[LockedPackage], stamp: Stamp) -> str:
