@@ -208,3 +208,24 @@ def test_resolution_carries_the_matrix_version_and_json():
     fw = r.resolved.frameworks[0]
     assert fw.pip_requirements[0] == f"torch=={fw.version}+cu{fw.cuda.replace('.', '')}"
     assert fw.pip_index_url and fw.archs
+
+
+def test_unpinned_cupy_reaches_the_newest_published_series():
+    # cupy-cuda12x's row is open-ended (">=11.5"); its `latest` release bounds the series.
+    result = resolve(spec({"cupy": None}, gpus=("A100",), driver="550.54.15"))
+    assert result.ok
+    assert parse_version(result.resolved.frameworks[0].version) >= parse_version("14")
+
+
+def test_framework_without_builds_for_the_installer_offers_the_other_installer_first():
+    result = resolve(spec({"cupy": None}, installer="conda", gpus=("A100",), driver="550.54.15"))
+    conflict = result.conflicts[0]
+    assert conflict.kind == "framework_cuda_mismatch"
+    assert conflict.fixes[0].changes == {"installer": "pip"}
+    assert len(set(conflict.facts)) == len(conflict.facts)  # each fact once
+
+
+def test_lock_target_cuda_is_what_the_driver_reports():
+    stack = resolve(spec({"pytorch": None}, gpus=("A100",), driver="550.54.15")).resolved
+    assert stack.driver_cuda == "12.4"  # nvidia-smi's "CUDA Version" for R550
+    assert parse_version(stack.max_driver_cuda) >= parse_version("12.4")  # plus minor-version compatibility

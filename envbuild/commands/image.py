@@ -34,6 +34,7 @@ def run(args) -> int:
 
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.errors import UserError
+    from envbuild.image import engine
     from envbuild.image.build import Progress
     from envbuild.image.make import ImageOptions, make_image
 
@@ -42,6 +43,7 @@ def run(args) -> int:
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    engine.connect()  # fail in a second when the engine is down, not after a full solve
     progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress])
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
         lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))

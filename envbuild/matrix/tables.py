@@ -123,6 +123,7 @@ class CupyPackage(Row):
     cuda_min: str = ""  # toolkit range the wheel runs with
     cuda_max: str = ""
     python: str | None = None
+    latest: str | None = None  # newest release seen published under this name (bounds an open `cupy_versions`)
 
 
 # --- matrices/base_images.yaml ----------------------------------------------------------------

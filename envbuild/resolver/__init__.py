@@ -56,8 +56,8 @@ def _resolve(spec: Spec, matrices, with_fixes: bool) -> Resolution:
             from envbuild.resolver.fixes import fixes_for
 
             fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False)))
-        conflicts.append(Conflict(p.kind, p.message, p.facts, fixes))
-    warnings = tuple(Warning(p.kind, p.message, p.facts) for p in _dedupe(a.warnings))
+        conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
+    warnings = tuple(Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in _dedupe(a.warnings))
     return Resolution(spec=spec, verdict="conflict" if conflicts else "ok", resolved=a.stack,
                       conflicts=tuple(conflicts), warnings=warnings, matrix_version=matrices.version)
 

@@ -207,7 +207,9 @@ def cupy_release_versions(rows: tuple[t.CupyPackage, ...]) -> list[str]:
             continue
         lows = [parse_version(s.version.removesuffix(".*")).release[0] for s in spec if s.operator in (">=", "==", "~=")]
         highs = [parse_version(s.version) for s in spec if s.operator == "<"]
-        if lows and highs:
+        if lows and not highs and r.latest:  # still published: the newest release read bounds it
+            majors.update(range(min(lows), parse_version(r.latest).release[0] + 1))
+        elif lows and highs:
             top = max(highs)
             last = top.release[0] - (1 if all(x == 0 for x in top.release[1:]) else 0)
             majors.update(range(min(lows), last + 1))

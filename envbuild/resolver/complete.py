@@ -58,7 +58,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
                 "framework_cuda_mismatch",
                 f"{name} {_versions(candidates)} has no {req.installer} GPU build (only {', '.join(others)}: "
                 f"{_variants(candidates)}), so the installer or the {name} version must move",
-                tuple(_row_fact(b) for b in candidates[:3]), framework=name)]
+                tuple(dict.fromkeys(_row_fact(b) for b in candidates))[:3], framework=name,
+                hints={"no_builds_for_installer": True})]
             out.nearest = candidates[0]
             return out
         candidates = mine

@@ -95,6 +95,10 @@ def _candidates(spec: Spec, p: Problem, a):
             yield "use the nvidia/cuda base family", {"base": "cuda"}
     if kind == "driver_too_old" and p.hints.get("max_cuda") and spec.cuda and not spec.frameworks:
         yield f"use CUDA {p.hints['max_cuda']}, the newest this driver runs", {"cuda": p.hints["max_cuda"]}
+    if outcome is not None and spec.installer and p.hints.get("no_builds_for_installer"):
+        # The framework has no build at all for this installer: switching keeps the version.
+        other = "pip" if spec.installer == "conda" else "conda"
+        yield f"install with {other}", {"installer": other}
     if outcome is not None:
         yield from _variant_moves(spec, p, a, outcome, nearest)
         yield from _version_moves(spec, a, outcome, nearest)
