@@ -138,8 +138,17 @@ def _complete(a: Analysis, choice: Choice) -> None:
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
     image, problems = base_image.choose(req, ix, builds, cuda, python)
-    if image is not None and image.python and not req.python and image.family != "cuda":
-        python = mm(parse_version(image.python))  # a framework image brings its own Python
+    if image is not None and image.family != "cuda" and not req.python:
+        if image.python:
+            python = mm(parse_version(image.python))  # a framework image brings its own Python
+        else:
+            # The environment is built on the image's own Python, which the catalog does not
+            # record: the lock would assume a Python the image may not have.
+            problems.append(Problem(
+                "unknown_fact",
+                f"the matrix does not record the Python of {image.ref}; envbuild assumed Python {python}, "
+                f"so pin `python:` to the image's Python (or choose base: cuda)",
+                soft=True))
     for p in problems:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)

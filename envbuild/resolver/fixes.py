@@ -88,7 +88,7 @@ def _candidates(spec: Spec, p: Problem, a):
         if p.hints.get("cudnn"):
             yield f"use cuDNN {p.hints['cudnn']}", {"cudnn": p.hints["cudnn"]}
         yield "let the framework build choose cuDNN", {"cudnn": None}
-    if kind in ("base_image_cuda_mismatch", "library_abi") or (kind == "driver_too_old" and spec.base_image):
+    if kind in ("base_image_cuda_mismatch", "library_abi", "unknown_fact") or (kind == "driver_too_old" and spec.base_image):
         if spec.base_image:
             yield "let envbuild choose a matching base image", {"base_image": None}
         if spec.base != "auto":
