@@ -1066,13 +1066,34 @@ def _torch_version_file():
     return version.group(1), cuda.group(2)
 
 
+_ARCH_FLAGS = re.compile(rb"\x00((?:(?:sm|compute)_\d+[af]? )*(?:sm|compute)_\d+[af]?)\x00")
+
+
+def _torch_arch_list_file():
+    """The list torch.cuda.get_arch_list() returns is a string constant compiled into
+    libtorch_python (CUDA_ARCH_FLAGS); reading it from the file avoids importing torch."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("torch")
+        folder = list(spec.submodule_search_locations or [])[0]
+        with open(os.path.join(folder, "lib", "libtorch_python.so"), "rb") as fh:
+            found = _ARCH_FLAGS.search(fh.read())
+        return found.group(1).decode().split() if found else None
+    except Exception:  # noqa: BLE001 - fall back to importing torch
+        return None
+
+
 def child_torch(ctx):
     import warnings
-    quick = _torch_version_file() if ctx["static"] and not (ctx.get("expect") or {}).get("sms") else None
+    quick = _torch_version_file() if ctx["static"] else None
     if quick:
-        return [_cuda_variant_check("torch.build", "torch", quick[0], quick[1],
-                                    _expected_framework(ctx, "pytorch", "torch"), ctx),
-                check("torch.archs", "skip", "no target GPUs given (--expect-sm)", required=False)]
+        checks = [_cuda_variant_check("torch.build", "torch", quick[0], quick[1],
+                                      _expected_framework(ctx, "pytorch", "torch"), ctx)]
+        if not (ctx.get("expect") or {}).get("sms"):
+            return checks + [check("torch.archs", "skip", "no target GPUs given (--expect-sm)", required=False)]
+        archs = _torch_arch_list_file() if quick[1] else []
+        if archs is not None:
+            return checks + [_arch_check("torch.archs", "torch", archs, ctx)]
     try:
         import torch
     except Exception as exc:  # noqa: BLE001

@@ -225,3 +225,19 @@ def test_junit_round_trip(tmp_path):
     assert cases["perf.gemm_fp32"].find("failure") is None  # not required: reported, not failing CI
     assert cases["env.CUDA_VISIBLE_DEVICES"].find("system-out").text.startswith("WARN")
     assert [p.name for p in tmp_path.iterdir()] == ["out.xml"]  # no temp file left behind
+
+
+def test_torch_arch_list_is_read_from_the_library_without_importing_torch(tmp_path, monkeypatch):
+    # A torch package laid out like a CUDA wheel: the arch list that get_arch_list() returns
+    # is a NUL-terminated string constant inside lib/libtorch_python.so.
+    package = tmp_path / "torch"
+    (package / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the probe must not import torch here')\n")
+    (package / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+    (package / "lib" / "libtorch_python.so").write_bytes(
+        b"\x7fELF" + b"\x00" * 64 + b"-gencode\x00sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\x00other\x00")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert probe._torch_arch_list_file() == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    ctx = {"static": True, "expect": {"sms": ["90"]}, "gpu_present": False}
+    checks = {c["name"]: c for c in probe.child_torch(ctx)}
+    assert checks["torch.archs"]["status"] == "pass", checks["torch.archs"]
