@@ -196,3 +196,18 @@ def test_install_from_the_lock_into_a_prefix(tmp_path):
     assert (prefix / "share/envbuild-test/pytorch.txt").read_text() == "pytorch 2.1.2 py3.10_cuda12.1_cudnn8.9.2_0\n"
     assert (prefix / "conda-meta/pytorch-2.1.2-py3.10_cuda12.1_cudnn8.9.2_0.json").exists()
     assert (prefix / "share/envbuild-test/cuda-version.txt").exists()
+
+
+def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_path):
+    # Without --strict, resolve only warns about pytorch 2.99; lock must refuse rather than
+    # write an environment without the framework.
+    from envbuild.errors import UserError
+    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.resolver import resolve
+
+    spec = Spec(frameworks=(FrameworkRequest("pytorch", "2.99"),), installer="pip")
+    resolution = resolve(spec)
+    assert resolution.ok and any(w.kind == "unknown_fact" for w in resolution.warnings)
+    with pytest.raises(UserError, match="pytorch 2.99 has no row in the matrices"):
+        lock(spec, resolution, None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

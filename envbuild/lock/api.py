@@ -66,6 +66,14 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
 
     if not resolution.ok or resolution.resolved is None:
         raise LockConflict(tuple(resolution.conflicts), "")
+    resolved_names = {f.name for f in resolution.resolved.frameworks}
+    for wanted in spec.frameworks:
+        if wanted.name not in resolved_names:
+            # resolve only warned (no --strict): without a matrix row there is no GPU build to
+            # pin, and locking the rest would silently drop the framework.
+            raise UserError(
+                f"{wanted.name} {wanted.constraint or ''}".rstrip() + " has no row in the matrices, so its GPU build cannot be pinned",
+                where=spec.source or "spec", hint=f"pick a version `envbuild matrix {wanted.name}` lists")
     chosen = target_platforms(resolution, platforms)
     out = Path(out_dir)
     stamp = stamp_for(resolution, chosen)
