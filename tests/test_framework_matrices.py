@@ -288,3 +288,31 @@ def test_cupy_wheels(m):
     for p in m.cupy:
         SpecifierSet(p.cupy_versions)
         assert p.python and SpecifierSet(p.python)
+
+
+# ---------------------------------------------------------------------------- JAX CUDA floors, TF arch lists
+def test_jax_cuda_minor_floors(m):
+    # cuda11 wheels were built against CUDA 11.8; the CUDA 12 floor moved 12.0 -> 12.2 (0.4.17) -> 12.3
+    # (0.4.24) and down to 12.1 once the check took a minimum (0.4.26)
+    assert dict(jax(m, "0.4.16").cuda_min) == {11: "11.8", 12: "12.0"}
+    assert dict(jax(m, "0.4.23").cuda_min) == {11: "11.8", 12: "12.2"}
+    assert dict(jax(m, "0.4.24").cuda_min) == {11: "11.8", 12: "12.3"}
+    assert dict(jax(m, "0.4.26").cuda_min) == {12: "12.1"}
+    assert dict(jax(m, "0.8.0").cuda_min) == {12: "12.1", 13: "13.0"}
+    for r in m.jax:
+        floors = dict(r.cuda_min)
+        assert set(floors) <= set(r.cuda_majors), r.version
+        assert all(majmin(v)[0] == major for major, v in floors.items()), r.version
+
+
+def test_tensorflow_wheel_arch_lists(m):
+    # build_info.py of the Linux wheels, in TensorFlow's notation (compute_XY = SASS + PTX of XY)
+    assert tf(m, "2.3.0").archs == ("sm_35", "sm_37", "sm_52", "sm_60", "sm_61", "compute_70")
+    assert tf(m, "2.14.0").archs == ("sm_35", "sm_50", "sm_60", "sm_70", "sm_75", "compute_80")
+    assert tf(m, "2.15.0").archs == ("sm_50", "sm_60", "sm_70", "sm_75", "compute_80")  # no Hopper SASS
+    assert tf(m, "2.16.1").archs == ("sm_50", "sm_60", "sm_70", "sm_80", "compute_90")
+    assert tf(m, "2.17.0").archs == ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90")  # Maxwell dropped
+    assert tf(m, "2.2.0").archs is None  # the wheel's build_info.py did not list them yet
+    for r in m.tensorflow:
+        if r.archs is not None:
+            assert r.archs and all(re.fullmatch(r"(sm|compute)_\d{2,3}", a) for a in r.archs), r.version

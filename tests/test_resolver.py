@@ -229,3 +229,37 @@ def test_lock_target_cuda_is_what_the_driver_reports():
     stack = resolve(spec({"pytorch": None}, gpus=("A100",), driver="550.54.15")).resolved
     assert stack.driver_cuda == "12.4"  # nvidia-smi's "CUDA Version" for R550
     assert parse_version(stack.max_driver_cuda) >= parse_version("12.4")  # plus minor-version compatibility
+
+
+# --- CUDA library floors (JAX) and TensorFlow's arch lists ---------------------------------------
+def test_jax_cuda11_wheel_refuses_cuda_libraries_older_than_118():
+    r = resolve(spec({"jax": "0.4.23"}, cuda="11.1"), M)
+    assert kinds(r) == ["library_abi"]
+    assert ">= 11.8" in r.conflicts[0].message
+    assert {"cuda": "11.8"} in [f.changes for f in r.conflicts[0].fixes]
+    assert resolve(spec({"jax": "0.4.23"}, cuda="11.8"), M).ok
+
+
+def test_jax_cuda12_floor_follows_the_release():
+    assert kinds(resolve(spec({"jax": "0.4.23"}, cuda="12.1"), M)) == ["library_abi"]  # built with 12.2
+    assert resolve(spec({"jax": "0.4.26"}, cuda="12.1"), M).ok  # compatible with CUDA >= 12.1
+    assert kinds(resolve(spec({"jax": "0.4.26"}, cuda="12.0"), M)) == ["library_abi"]
+
+
+def test_tensorflow_215_on_h100_is_ok_with_a_ptx_jit_warning():
+    r = resolve(spec({"tensorflow": "2.15.0"}, cuda="12.2", gpus=("H100",), python="3.11"), M)
+    assert r.ok
+    assert [w.kind for w in r.warnings] == ["ptx_jit"]
+
+
+def test_tensorflow_compute_entry_carries_sass():
+    # TensorFlow's compute_80 includes sm_80 SASS: an A100 needs no JIT, an RTX 4090 (8.9) neither
+    r = resolve(spec({"tensorflow": "2.15.0"}, gpus=("A100", "RTX 4090")), M)
+    assert r.ok and not [w for w in r.warnings if w.kind == "ptx_jit"]
+    assert resolve(spec({"tensorflow": "2.16.1"}, gpus=("H100",)), M).ok
+
+
+def test_tensorflow_arch_list_rejects_gpus_it_has_no_kernels_for():
+    # 2.3 has sm_52 but no sm_50 SASS and only compute_70 PTX (tensorflow/tensorflow#46537)
+    assert kinds(resolve(spec({"tensorflow": "2.3.0"}, gpus=("5.0",)), M)) == ["gpu_arch_unsupported"]
+    assert kinds(resolve(spec({"tensorflow": "2.17.0"}, gpus=("5.2",)), M)) == ["gpu_arch_unsupported"]

@@ -90,6 +90,10 @@ class TfBuild(Row):
     cudnn: str | None = None  # "8.9"
     pip_extra: str | None = None  # "and-cuda" from 2.14 on (pip installs CUDA libraries)
     windows_gpu: bool = False  # native Windows GPU build exists (only < 2.11)
+    # the Linux wheel's TF_CUDA_COMPUTE_CAPABILITIES as its build_info.py prints them:
+    # ("sm_50", ..., "compute_80"). In TensorFlow's notation `sm_XY` is SASS only and
+    # `compute_XY` is SASS *and* PTX of XY (unlike TorchBuild.archs). None = not read
+    archs: tuple[str, ...] | None = None
 
 
 # --- matrices/jax.yaml ---------------------------------------------------------------------
@@ -101,6 +105,10 @@ class JaxRelease(Row):
     pip_extras: tuple[str, ...] = ()  # ("cuda12",) / ("cuda12_pip", "cuda11_pip")
     cudnn_min: str | None = None  # "9.1"
     driver_min_linux: str | None = None  # per the installation docs of that era
+    # per CUDA major, the oldest CUDA minor whose libraries the GPU build accepts (it was
+    # built against that minor or states it as the floor): ((11, "11.8"), (12, "12.2")).
+    # A major missing here = not read.
+    cuda_min: tuple[tuple[int, str], ...] = ()
 
 
 # --- matrices/rapids.yaml --------------------------------------------------------------------

@@ -37,6 +37,7 @@ class Build:
     archs: tuple[str, ...] | None = None  # compiled archs (sm_XX / compute_XX); None = not read
     cudnn: str | None = None  # cuDNN the build was compiled with
     cudnn_min: str | None = None  # cuDNN the build needs at least (JAX)
+    cuda_min: str | None = None  # oldest CUDA minor of its major whose libraries it accepts (JAX)
     platforms: tuple[str, ...] = ("linux-64",)
     bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
     driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
@@ -120,7 +121,7 @@ def tf_builds(rows: tuple[t.TfBuild, ...]) -> list[Build]:
         out.append(Build(
             framework="tensorflow", version=r.version, installer="pip", cuda=r.cuda,
             variant=f"tensorflow[{r.pip_extra}]" if r.pip_extra else f"CUDA {r.cuda}",
-            row=r, pythons=_pythons(r.python), python_text=r.python, cudnn=r.cudnn,
+            row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
             platforms=("linux-64", "win-64") if r.windows_gpu else ("linux-64",),
             # Before `[and-cuda]` (2.14) the wheel loads CUDA and cuDNN from the system.
             bundles_runtime=bool(r.pip_extra), windows_gpu=r.windows_gpu, pip_extra=r.pip_extra,
@@ -132,6 +133,7 @@ def tf_builds(rows: tuple[t.TfBuild, ...]) -> list[Build]:
 def jax_builds(rows: tuple[t.JaxRelease, ...], minors: list[str]) -> list[Build]:
     out = []
     for r in rows:
+        floors = dict(r.cuda_min)
         for major in r.cuda_majors:
             extra = next((e for e in r.pip_extras if e.startswith(f"cuda{major}") and "local" not in e), None)
             extra = extra or next((e for e in r.pip_extras if e.startswith(f"cuda{major}")), f"cuda{major}")
@@ -139,7 +141,8 @@ def jax_builds(rows: tuple[t.JaxRelease, ...], minors: list[str]) -> list[Build]
                 out.append(Build(
                     framework="jax", version=r.version, installer="pip", cuda=minor, variant=f"jax[{extra}]",
                     row=r, pythons=_pythons(r.python), python_text=r.python, cudnn_min=r.cudnn_min,
-                    driver_min=r.driver_min_linux, bundles_runtime="local" not in extra, pip_extra=extra,
+                    cuda_min=floors.get(major), driver_min=r.driver_min_linux,
+                    bundles_runtime="local" not in extra, pip_extra=extra,
                     package="jax", ranged=True,
                 ))
     return out

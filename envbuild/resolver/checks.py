@@ -18,6 +18,10 @@ from envbuild.versions import parse_driver, parse_version
 
 # Compute capabilities whose GPUs an arch list entry can run: SASS within one major
 # (sm_80 runs on 8.6, never on 9.0); PTX on any later GPU through the driver's JIT.
+# Frameworks whose arch lists use TensorFlow's notation, where `compute_XY` embeds the
+# SASS of XY as well as its PTX (TensorFlow's .bazelrc: "`compute_XY` enables PTX
+# embedding in addition to SASS"); in PyTorch's lists `compute_XY` is the PTX alone.
+PTX_ENTRY_HAS_SASS = frozenset({"tensorflow"})
 WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
                      "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
 
@@ -49,6 +53,7 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     out: list[Problem] = []
     out += platform(b, req)
     out += cuda_variant(b, req, cuda_pin)
+    out += cuda_floor(b)
     out += python(b, req)
     out += driver(b, req, ix)
     out += gpu_arch(b, req, ix)
@@ -93,6 +98,20 @@ def cuda_variant(b: Build, req: Request, pin) -> list[Problem]:
         # that major shares its sonames (TensorFlow 2.13, built for 11.8, runs on 11.7).
         return []
     return [Problem("framework_cuda_mismatch", "", framework=b.framework)]  # worded per framework by the caller
+
+
+def cuda_floor(b: Build) -> list[Problem]:
+    """The CUDA libraries of the environment must be at least as new as the minor the
+    build states as its floor (JAX checks cuSOLVER, cuFFT, cuBLAS, ... at start-up)."""
+    if b.cuda_min is None or b.cuda_v >= parse_version(b.cuda_min):
+        return []
+    return [Problem("library_abi",
+                    f"{b.framework} {b.version} ({b.variant}) needs the CUDA {b.cuda_major} libraries (cuSOLVER, "
+                    f"cuSPARSE, cuFFT, ...) of {b.cuda_min} or newer (its stated floor; JAX checks the library "
+                    f"versions when it starts); CUDA {b.cuda} is older, so CUDA must move to >= {b.cuda_min} (and no "
+                    f"older CUDA on LD_LIBRARY_PATH may shadow the libraries pip installs)",
+                    (fact(f"{b.framework} {b.version}: CUDA {b.cuda_major} floor {b.cuda_min}", b.row),),
+                    framework=b.framework, hints={"cuda": b.cuda_min})]
 
 
 def python(b: Build, req: Request) -> list[Problem]:
@@ -195,6 +214,8 @@ def _build_archs(b: Build, g: Gpu) -> list[Problem]:
         if not digits:
             continue
         (sass if kind == "sm" else ptx).add(int(digits))
+        if kind == "compute" and b.framework in PTX_ENTRY_HAS_SASS:
+            sass.add(int(digits))
     if runs_on(sass, g.cc):
         return []
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
