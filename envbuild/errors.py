@@ -16,7 +16,8 @@ class UserError(Exception):
         text = f"{self.where}: {self.message}" if self.where else self.message
         if self.hint:
             text += f" ({self.hint})"
-        return text
+        # One line, whatever the input held: control characters are shown escaped.
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class EnvironmentProblem(UserError):

@@ -489,6 +489,18 @@ def judge_archs(arch_list, target_sm):
     return "fail", "none"
 
 
+def tf_arch_list(caps):
+    """TensorFlow's build_info names `compute_80` for SASS *and* PTX of 8.0 (its .bazelrc
+    convention), unlike torch's `compute_80` = PTX only: spell both out for judge_archs."""
+    out = []
+    for cap in caps:
+        cap = str(cap).strip()
+        if cap.lower().startswith("compute_"):
+            out.append("sm_" + cap[len("compute_"):])
+        out.append(cap)
+    return out
+
+
 # --- peaks ------------------------------------------------------------------------------------
 def _norm_name(name):
     text = re.sub(r"[^a-z0-9]+", " ", str(name).lower())
@@ -1163,8 +1175,8 @@ def child_tensorflow(ctx):
     built = info.get("cuda_version") if info.get("is_cuda_build", tf.test.is_built_with_cuda()) else None
     checks = [_cuda_variant_check("tensorflow.build", "tensorflow", tf.__version__, built,
                                   _expected_framework(ctx, "tensorflow"), ctx)]
-    caps = info.get("cuda_compute_capabilities") or []
-    checks.append(_arch_check("tensorflow.archs", "tensorflow", list(caps), ctx))
+    checks.append(_arch_check("tensorflow.archs", "tensorflow",
+                              tf_arch_list(info.get("cuda_compute_capabilities") or []), ctx))
     if ctx["static"]:
         return checks
     if not ctx["gpu_present"]:

@@ -241,3 +241,12 @@ def test_torch_arch_list_is_read_from_the_library_without_importing_torch(tmp_pa
     ctx = {"static": True, "expect": {"sms": ["90"]}, "gpu_present": False}
     checks = {c["name"]: c for c in probe.child_torch(ctx)}
     assert checks["torch.archs"]["status"] == "pass", checks["torch.archs"]
+
+
+def test_tensorflow_compute_entries_carry_sass_as_well_as_ptx():
+    # TF 2.15's wheel lists `sm_50 sm_60 sm_70 sm_75 compute_80`: an A100 runs SASS, an H100 JITs PTX.
+    archs = probe.tf_arch_list(["sm_50", "sm_60", "sm_70", "sm_75", "compute_80"])
+    assert probe.judge_archs(archs, 80)[0] == "pass"
+    assert probe.judge_archs(archs, 86)[0] == "pass"
+    assert probe.judge_archs(archs, 90)[0] == "warn"
+    assert probe.judge_archs(archs, 37)[0] == "fail"

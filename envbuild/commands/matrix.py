@@ -275,13 +275,16 @@ def _framework_lines(topic: str, rows) -> list[str]:
                  _archs(r.archs) + _marks(r)] for r in rows]
         lines = _table(["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"], body)
     elif topic == "tensorflow":
-        body = [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-",
-                 "yes" if r.windows_gpu else "no", _marks(r).strip()] for r in rows]
-        lines = _table(["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", ""], body)
+        from envbuild.resolver.checks import spelled_out_archs
+
+        body = [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-", "yes" if r.windows_gpu else "no",
+                 _archs(spelled_out_archs("tensorflow", r.archs) if r.archs else None) + _marks(r)] for r in rows]
+        lines = _table(["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", "archs (sm; ptx = PTX)"], body)
     elif topic == "jax":
-        body = [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(r.pip_extras) or "-", r.python or "?",
-                 r.cudnn_min or "?", r.driver_min_linux or "?", _marks(r).strip()] for r in rows]
-        lines = _table(["version", "cuda majors", "pip extras", "python", "cudnn >=", "driver >=", ""], body)
+        body = [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(f">={c}" for _, c in r.cuda_min) or "?",
+                 ",".join(r.pip_extras) or "-", r.python or "?", r.cudnn_min or "?", r.driver_min_linux or "?",
+                 _marks(r).strip()] for r in rows]
+        lines = _table(["version", "cuda majors", "cuda", "pip extras", "python", "cudnn >=", "driver >=", ""], body)
     elif topic == "rapids":
         body = [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
                  r.min_compute_capability or "?", _marks(r).strip()] for r in rows]

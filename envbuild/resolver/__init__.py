@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from envbuild.model import Conflict, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
+from envbuild.resolver import checks
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
@@ -235,4 +236,4 @@ def _resolved(b: Build, python: str) -> ResolvedFramework:
         pip = (f"{b.package}=={b.version}.*" if "." not in b.version else f"{b.package}=={b.version}",)
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
-                             archs=tuple(b.archs or ()), cudnn=b.cudnn)
+                             archs=checks.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)

@@ -22,6 +22,17 @@ from envbuild.versions import parse_driver, parse_version
 # SASS of XY as well as its PTX (TensorFlow's .bazelrc: "`compute_XY` enables PTX
 # embedding in addition to SASS"); in PyTorch's lists `compute_XY` is the PTX alone.
 PTX_ENTRY_HAS_SASS = frozenset({"tensorflow"})
+
+
+def spelled_out_archs(framework: str, archs) -> tuple[str, ...]:
+    """The arch list in one convention for output: `sm_XY` = SASS, `compute_XY` = PTX only.
+    TensorFlow's `compute_XY` also carries SASS of XY, so it becomes `sm_XY compute_XY`."""
+    out: list[str] = []
+    for a in archs or ():
+        if framework in PTX_ENTRY_HAS_SASS and a.startswith("compute_"):
+            out.append("sm_" + a[len("compute_"):])
+        out.append(a)
+    return tuple(dict.fromkeys(out))
 WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
                      "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
 
