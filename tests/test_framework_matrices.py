@@ -58,6 +58,9 @@ def test_conda_cuda11_variant_of_19x_is_111_not_the_printed_113(m):
 def test_conda_package_kind_and_end_of_channel(m):
     for b in (b for b in m.pytorch if b.installer == "conda"):
         v = Version(b.version)
+        if v < Version("1.0.1"):  # feature packages (cuda80, cuda90, cuda100) chose the variant
+            assert b.package == "cuda" + b.cuda.replace(".", ""), b
+            continue
         kind = "pytorch-cuda" if v >= Version("1.13") else "cudatoolkit"
         assert b.package == f"{kind}={b.cuda}", b
         assert v < Version("2.6"), "the pytorch conda channel ended with 2.5"

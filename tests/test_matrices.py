@@ -227,7 +227,7 @@ def test_windows_uses_windows_drivers(m):
 
 
 def test_unknown_cuda_is_unknown(m):
-    assert L.min_driver_for_cuda(m, "8.0")[0] is None
+    assert L.min_driver_for_cuda(m, "7.5")[0] is None
     assert L.min_driver_for_cuda(m, "not-a-version")[0] is None
     assert L.toolkit_sms(m, "12.7") is None  # never released
 
@@ -266,3 +266,9 @@ def test_dlc_region_rewrite():
     ref = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
     assert L.dlc_ref_in_region(ref, "eu-west-1") == ref.replace("us-east-1", "eu-west-1")
     assert L.dlc_ref_in_region("nvidia/cuda:12.4.1-base-ubuntu22.04", "eu-west-1") == "nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+def test_cuda_8_is_the_last_toolkit_for_fermi(m):
+    assert L.min_driver_for_cuda(m, "8.0")[0] == "367.48"  # 8.0.44, the first 8.0 release (GA2 needs 375.26)
+    assert {"20", "21", "60", "61"} <= set(L.toolkit_sms(m, "8.0"))
+    assert L.last_cuda_for_sm(m, "sm_21") == "8.0"

@@ -82,12 +82,6 @@ EXPECTED = {
     # Labelled framework_cuda_mismatch: cu12 wheels in a CUDA 11 userspace. envbuild's userspace is the
     # base image, so the same mismatch is reported against the image's CUDA.
     "rapids-cu12-wheels-on-colab-cuda11": ("conflict", "base_image_cuda_mismatch", "userspace is the base image"),
-    # PyTorch 1.0.0 predates the matrix and CUDA 8 has no architecture row, so envbuild says it does
-    # not know (a warning) instead of guessing; test_out_of_matrix_case_is_refused_under_strict checks
-    # that --strict turns this into an unknown_fact conflict. (1.0.0's conda builds are selected by the
-    # cuda80/cuda90/cuda100 feature packages, not cudatoolkit, and CUDA 8.0 is in neither
-    # cuda_driver.yaml nor cuda_arch.yaml, so its rows would not fit the tables as they are.)
-    "pt-100cu80-gtx670m-fermi": ("ok", None, "outside the matrix"),
     # Labelled `other`: conda-forge picked the CPU build on a GPU-less login node. envbuild pins the GPU
     # build explicitly (never a CPU fallback), so the request itself resolves.
     "tf-270-condaforge-login-node-cpu": ("ok", None, "tooling case"),
@@ -128,12 +122,13 @@ def test_ptx_only_support_is_a_warning():
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
 
 
-def test_out_of_matrix_case_is_refused_under_strict():
+def test_out_of_matrix_request_is_refused_under_strict():
+    # PyTorch 0.4.1 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
     import dataclasses
 
-    strict = dataclasses.replace(REQUESTS["pt-100cu80-gtx670m-fermi"], strict=True)
-    result = resolve(strict, matrix.load())
+    request = spec({"pytorch": "0.4.1"}, cuda="9.0", gpus=("2.1",), installer="conda")
+    result = resolve(dataclasses.replace(request, strict=True), matrix.load())
     assert result.verdict == "conflict"
     assert result.conflicts[0].kind == "unknown_fact"
-    lenient = resolve(REQUESTS["pt-100cu80-gtx670m-fermi"], matrix.load())
+    lenient = resolve(request, matrix.load())
     assert any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)

@@ -216,7 +216,10 @@ def _resolved(b: Build, python: str) -> ResolvedFramework:
     if b.framework == "pytorch":
         if b.installer == "conda":
             name, _, ver = b.package.partition("=")
-            pin = f"{name}=={ver}" if name == "pytorch-cuda" else f"{name}=={b.cuda}.*"
+            if not ver:
+                pin = name  # a feature package of the 1.0.0 era, e.g. `cuda80`
+            else:
+                pin = f"{name}=={ver}" if name == "pytorch-cuda" else f"{name}=={b.cuda}.*"
             conda = (f"pytorch=={b.version}=*cuda*", pin) + tuple(f"{n}=={v}" for n, v in b.companions)
         else:
             pip = (f"torch=={b.version}{local}",) + tuple(f"{n}=={v}{local}" for n, v in b.companions)
