@@ -63,7 +63,7 @@ def test_cuda_driver_and_architectures(capsys):
 
 
 def test_unknown_or_malformed_cuda(capsys):
-    assert "did you mean" in _error(capsys, "cuda", "8.0")
+    assert "did you mean" in _error(capsys, "cuda", "7.5")
     assert "malformed CUDA version '1x'" in _error(capsys, "cuda", "1x")
 
 
