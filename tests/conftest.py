@@ -75,3 +75,11 @@ def base_image(services) -> str:
     """A runnable Debian bookworm + python3 image, tagged under the open registry with a
     real GPU base name (e.g. <registry>/nvidia/cuda:12.4.1-runtime-ubuntu22.04)."""
     return services["ENVBUILD_TEST_BASE_IMAGE"]
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(services) -> Path:
+    """Wheels the image builds install offline (py-rattler for the in-image conda installer, pip)."""
+    path = Path(services.get("ENVBUILD_TEST_WHEELHOUSE") or ROOT / ".services" / "wheelhouse")
+    assert any(path.glob("py_rattler-*.whl")), "scripts/services.sh fills the wheelhouse"
+    return path

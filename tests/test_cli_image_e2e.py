@@ -24,7 +24,6 @@ from envbuild.probe import NO_GPU
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
 
 pytestmark = pytest.mark.docker
-ROOT = Path(__file__).resolve().parent.parent
 BASE = "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"  # matrices/base_images.yaml
 ENVBUILD = shutil.which("envbuild")
 
@@ -85,13 +84,6 @@ def built_ref(stderr: str) -> str:
     found = re.search(r"^building (\S+) from ", stderr, re.M)
     assert found, stderr
     return found.group(1)
-
-
-@pytest.fixture(scope="module")
-def wheelhouse(services) -> Path:
-    path = Path(services.get("ENVBUILD_TEST_WHEELHOUSE") or ROOT / ".services" / "wheelhouse")
-    assert any(path.glob("py_rattler-*.whl")), "services.sh fills the wheelhouse"
-    return path
 
 
 @pytest.fixture(scope="module")

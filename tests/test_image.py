@@ -24,13 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(services) -> Path:
-    path = Path(services.get("ENVBUILD_TEST_WHEELHOUSE") or ROOT / ".services" / "wheelhouse")
-    assert any(path.glob("py_rattler-*.whl")), "services.sh fills the wheelhouse"
-    return path
-
-
-@pytest.fixture(scope="module")
 def conda_lock(tmp_path_factory) -> Path:
     """Explicit lock of the demo channel, written by the real `envbuild lock` code."""
     _, lock_dir = support.locked_demo(tmp_path_factory.mktemp("conda"))
