@@ -1,7 +1,8 @@
 """Local conda channels for the lock tests, built on disk.
 
 `repodata_channels(root)` writes repodata-only channels from tests/data/lock_channels.yaml
-(records shaped like the real pytorch / nvidia / main / conda-forge channels).
+(records shaped like the real pytorch / nvidia / main / conda-forge channels, and a
+conda-forge channel holding only the split CuPy packages).
 `archive_channel(root)` builds real, tiny `.tar.bz2` packages and indexes them with
 `rattler.index.index_fs`, so a lock made from it can be installed with `rattler.install`.
 """
@@ -46,7 +47,7 @@ def write_channel(folder: Path, subdirs: dict[str, list[dict]]) -> Path:
 
 
 def repodata_channels(root: Path) -> dict[str, Path]:
-    """{channel name: folder} for pytorch, nvidia, main, conda-forge."""
+    """{channel name: folder} for pytorch, nvidia, main, conda-forge, cupy-conda-forge."""
     data = yaml.safe_load(DATA.read_text())
     return {name: write_channel(root / name, subdirs) for name, subdirs in data.items()}
 

@@ -272,10 +272,10 @@ def test_rapids_cuda_ranges(m):
 
 
 # ---------------------------------------------------------------------------- CuPy
-def cupy_for(m, cuda: str, cupy_version: str) -> list[str]:
-    """Wheel names that run CuPy `cupy_version` on CUDA `cuda` (major.minor)."""
+def cupy_for(m, cuda: str, cupy_version: str, installer: str = "pip") -> list[str]:
+    """Wheel names (or conda packages) that run CuPy `cupy_version` on CUDA `cuda` (major.minor)."""
     return [p.package for p in m.cupy if Version(p.cuda_min) <= Version(cuda) <= Version(p.cuda_max)
-            and cupy_version in SpecifierSet(p.cupy_versions)]
+            and cupy_version in SpecifierSet(p.cupy_versions) and p.installer == installer]
 
 
 def test_cupy_wheels(m):
@@ -291,6 +291,25 @@ def test_cupy_wheels(m):
     for p in m.cupy:
         SpecifierSet(p.cupy_versions)
         assert p.python and SpecifierSet(p.python)
+
+
+def test_cupy_conda_forge_builds(m):
+    # conda-forge/cupy-feedstock: CUDA 11 builds (cudatoolkit) for 12.0-13.6, CUDA 12 builds
+    # (cuda-version >=12,<13) from 12.0 on, CUDA 13 builds from 13.6.0 on.
+    conda = [p for p in m.cupy if p.installer == "conda"]
+    assert {p.package for p in conda} == {"cupy"} and all(p.channels == ("conda-forge",) for p in conda)
+    assert all("conda-forge/cupy-feedstock" in p.source and not p.inferred for p in conda)
+    assert all(p.installer == "pip" and p.package.startswith("cupy-cuda") for p in m.cupy if p not in conda)
+    assert cupy_for(m, "11.8", "13.6.0", "conda") == ["cupy"]
+    assert cupy_for(m, "11.2", "12.0.0", "conda") == ["cupy"]
+    assert cupy_for(m, "11.8", "14.0.0", "conda") == []  # 14.0.0 on skips cuda_compiler_version 11.8
+    assert cupy_for(m, "11.1", "12.1.0", "conda") == []  # per-minor 11.0/11.1 builds are not covered
+    assert cupy_for(m, "12.0", "12.0.0", "conda") == ["cupy"]
+    assert cupy_for(m, "12.9", "14.1.1", "conda") == ["cupy"]
+    assert cupy_for(m, "13.0", "13.6.0", "conda") == ["cupy"]
+    assert cupy_for(m, "13.0", "13.5.1", "conda") == []  # first CUDA 13 build: 13.6.0
+    assert cupy_for(m, "13.2", "14.1.1", "conda") == ["cupy"]
+    assert {p.latest for p in conda if p.latest} == {"14.1.1"}
 
 
 # ---------------------------------------------------------------------------- JAX CUDA floors, TF arch lists

@@ -211,3 +211,37 @@ def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_
     with pytest.raises(UserError, match="pytorch 2.99 has no row in the matrices"):
         lock(spec, resolution, None, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def _cupy_conda(channel: Path, cuda: str):
+    """Resolve conda-forge CuPy 13.2.0 for an A100 on driver 550 against `channel`."""
+    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.resolver import resolve
+
+    spec = Spec(name="cupy", frameworks=(FrameworkRequest("cupy", "13.2.0"),), cuda=cuda, python="3.12",
+                driver="550.54.15", gpus=("A100",), installer="conda", channels=(str(channel),))
+    resolution = resolve(spec)
+    assert resolution.ok, resolution.conflicts
+    return spec, resolution
+
+
+@pytest.mark.parametrize("cuda, cupy, variant", [
+    ("12.5", "py312had87585_0", {"cuda-version": "hd4f0392_3", "cuda-nvrtc": "he02047a_0"}),
+    ("11.8", "py312h6b1c4a0_0", {"cuda-version": "h70ddcb2_3", "cudatoolkit": "h4ba93d1_13"}),
+])
+def test_conda_forge_cupy_locks_the_resolved_cuda_variant(channels, tmp_path, cuda, cupy, variant):
+    spec, resolution = _cupy_conda(channels["cupy-conda-forge"], cuda)
+    assert resolution.resolved.frameworks[0].conda_specs[0] == "cupy==13.2.0"
+    lock(spec, resolution, None, tmp_path)
+    locked = _locked(tmp_path / "conda-lock.yml")
+    assert locked["cupy"] == cupy
+    assert {name: locked.get(name) for name in variant} == variant
+    assert "cupy-core" in locked
+
+
+def test_conda_forge_cupy_without_the_resolved_cuda_libraries_is_refused(channels, tmp_path):
+    # The channel has cuda-version 12.4 but only 12.5 libraries: no other CUDA is taken instead.
+    spec, resolution = _cupy_conda(channels["cupy-conda-forge"], "12.4")
+    conflicts = _conflict(spec, resolution, tmp_path)
+    assert conflicts[0].kind == "framework_cuda_mismatch" and "cuda-version==12.4" in conflicts[0].message
+    assert conflicts[0].fixes[0].changes == {"cuda": "12.5"}

@@ -218,11 +218,38 @@ def test_unpinned_cupy_reaches_the_newest_published_series():
 
 
 def test_framework_without_builds_for_the_installer_offers_the_other_installer_first():
-    result = resolve(spec({"cupy": None}, installer="conda", gpus=("A100",), driver="550.54.15"))
+    result = resolve(spec({"jax": None}, installer="conda", gpus=("A100",), driver="550.54.15"))
     conflict = result.conflicts[0]
     assert conflict.kind == "framework_cuda_mismatch"
     assert conflict.fixes[0].changes == {"installer": "pip"}
     assert len(set(conflict.facts)) == len(conflict.facts)  # each fact once
+
+
+def test_conda_forge_cupy_pins_its_cuda_variant():
+    result = resolve(spec({"cupy": None}, installer="conda", gpus=("A100",), driver="550.54.15"))
+    assert result.ok
+    fw = result.resolved.frameworks[0]
+    assert (fw.installer, fw.version) == ("conda", "14")
+    assert fw.conda_specs == ("cupy==14.*", f"cuda-version=={fw.cuda}") and fw.cuda.startswith("12.")
+    assert fw.pip_requirements == () and result.resolved.channels == ("conda-forge",)
+
+
+def test_conda_forge_cupy_on_cuda_11_pins_cudatoolkit():
+    result = resolve(spec({"cupy": "13.3.0"}, installer="conda", cuda="11.8", gpus=("A100",), driver="535.104.05"))
+    assert result.ok
+    assert result.resolved.frameworks[0].conda_specs == ("cupy==13.3.0", "cudatoolkit==11.8.*")
+    # CuPy 14 on conda-forge has no CUDA 11 build
+    assert kinds(resolve(spec({"cupy": "14"}, installer="conda", cuda="11.8"))) == ["framework_cuda_mismatch"]
+
+
+def test_conda_forge_cupy_for_cuda_13_needs_a_newer_driver():
+    result = resolve(spec({"cupy": None}, installer="conda", cuda="13.0", gpus=("A100",), driver="535.104.05"))
+    assert kinds(result)[0] == "driver_too_old"
+
+
+def test_an_unpinned_installer_keeps_cupy_on_pip():
+    # conda-forge's cupy ties pip's wheels on version and CUDA; pip stays the first choice.
+    assert resolve(spec({"cupy": None}, gpus=("A100",), driver="550.54.15")).resolved.installer == "pip"
 
 
 def test_lock_target_cuda_is_what_the_driver_reports():

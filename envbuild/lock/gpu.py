@@ -11,12 +11,16 @@ FRAMEWORK_PACKAGES = {
     "pytorch": ("pytorch",),
     "tensorflow": ("tensorflow-base", "tensorflow-gpu", "tensorflow"),
     "jax": ("jaxlib",),
-    "cupy": ("cupy-core", "cupy"),
+    # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
+    # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
+    # whose record shows the CUDA variant.
+    "cupy": ("cupy", "cupy-core"),
     "rapids": ("rapids",),
 }
 
 # Dependencies through which channels tie a build to a CUDA variant: the toolkit packages
 # of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual package.
+# (conda-forge's cupy depends on cuda-version, and on cudatoolkit for its CUDA 11 builds.)
 CUDA_DEPENDENCIES = frozenset(
     {"cudatoolkit", "pytorch-cuda", "cuda-version", "__cuda", "cuda-cudart", "cuda-runtime", "cudnn", "nccl"}
 )

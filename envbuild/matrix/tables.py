@@ -126,12 +126,14 @@ class RapidsRelease(Row):
 # --- matrices/cupy.yaml -------------------------------------------------------------------
 @dataclass(frozen=True)
 class CupyPackage(Row):
-    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"
+    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"; conda package: "cupy"
     cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
-    cuda_min: str = ""  # toolkit range the wheel runs with
+    cuda_min: str = ""  # toolkit range the package runs with
     cuda_max: str = ""
     python: str | None = None
     latest: str | None = None  # newest release seen published under this name (bounds an open `cupy_versions`)
+    installer: str = "pip"  # pip (a cupy-cudaXXX wheel) | conda (one package, CUDA variant chosen by cuda-version)
+    channels: tuple[str, ...] = ()  # conda channels that publish it
 
 
 # --- matrices/base_images.yaml ----------------------------------------------------------------

@@ -236,7 +236,13 @@ def _resolved(b: Build, python: str) -> ResolvedFramework:
             index_url = "https://pypi.nvidia.com"
     elif b.framework == "cupy":
         # a bare major ("13") is a CuPy series: any release of it
-        pip = (f"{b.package}=={b.version}.*" if "." not in b.version else f"{b.package}=={b.version}",)
+        release = f"{b.package}=={b.version}.*" if "." not in b.version else f"{b.package}=={b.version}"
+        if b.installer == "conda":
+            # conda-forge's cupy has no CPU build; the pin selects its CUDA variant
+            cuda = f"cudatoolkit=={b.cuda}.*" if b.cuda_major < 12 else f"cuda-version=={b.cuda}"
+            conda = (release, cuda)
+        else:
+            pip = (release,)
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
                              archs=checks.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)

@@ -2,7 +2,7 @@
 
 Each framework's table has its own shape (PyTorch lists builds, TensorFlow tested
 configs, JAX releases with CUDA plugin majors, RAPIDS releases with a CUDA range, CuPy
-wheel names with a CUDA range). The checks compare every framework the same way, so
+wheel names or conda packages with a CUDA range). The checks compare every framework the same way, so
 this module turns each row into `Build`s with an exact CUDA major.minor. Ranged rows
 (JAX, RAPIDS, CuPy) become one Build per CUDA release NVIDIA published in that range.
 """
@@ -175,8 +175,9 @@ def rapids_builds(rows: tuple[t.RapidsRelease, ...], minors: list[str]) -> list[
 
 
 def cupy_builds(rows: tuple[t.CupyPackage, ...], minors: list[str], versions: list[str]) -> list[Build]:
-    """CuPy rows name a wheel and the CuPy releases shipped under it (a specifier). The
-    releases themselves come from `versions` (every version any row names)."""
+    """CuPy rows name a wheel (or conda-forge's `cupy`) and the CuPy releases shipped under
+    it (a specifier). The releases themselves come from `versions` (every version any row
+    names)."""
     out = []
     for r in rows:
         if not (r.cuda_min and r.cuda_max):
@@ -185,12 +186,21 @@ def cupy_builds(rows: tuple[t.CupyPackage, ...], minors: list[str], versions: li
             if r.cupy_versions and not cupy_series_admits(r, version):
                 continue
             for minor in _minors_between(minors, r.cuda_min, _range_end(r.cuda_max)):
+                conda = r.installer == "conda"
                 out.append(Build(
-                    framework="cupy", version=version, installer="pip", cuda=minor, variant=r.package,
+                    framework="cupy", version=version, installer=r.installer, cuda=minor,
+                    variant=_cupy_conda_variant(minor) if conda else r.package,
                     row=r, pythons=_pythons(r.python), python_text=r.python,
-                    bundles_runtime=False, package=r.package, ranged=True,
+                    # a cupy-cudaXXX wheel loads the system CUDA; the conda package pulls
+                    # cudatoolkit (11.x) or cuda-nvrtc, libcublas, ... (12.x on) itself
+                    bundles_runtime=conda, package=r.package, channels=tuple(r.channels), ranged=True,
                 ))
     return out
+
+
+def _cupy_conda_variant(minor: str) -> str:
+    """What selects the CUDA of conda-forge's cupy: cudatoolkit for 11.x, cuda-version after."""
+    return f"cudatoolkit={minor}" if parse_version(minor).release[0] < 12 else f"cuda-version={minor}"
 
 
 def _range_end(text: str) -> str:
