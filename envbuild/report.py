@@ -25,8 +25,8 @@ _FLAGS = {
 def render(resolution: Resolution, *, colour: bool = False) -> str:
     paint = _painter(colour)
     lines: list[str] = []
-    for i, conflict in enumerate(resolution.conflicts, 1):
-        lines += _conflict(conflict, i, paint)
+    for conflict in resolution.conflicts:
+        lines += _conflict(conflict, paint)
         lines.append("")
     if resolution.resolved is not None:
         lines.append(paint("bold", "Resolved stack"))
@@ -136,7 +136,7 @@ def fix_flags(fix: Fix) -> str:
     return " ".join(parts)
 
 
-def _conflict(conflict: Conflict, number: int, paint: Any) -> list[str]:
+def _conflict(conflict: Conflict, paint: Any) -> list[str]:
     lines = [f"{paint('red', 'CONFLICT')} [{conflict.kind}] {conflict.message}"]
     lines += [f"  {_fact(f)}" for f in conflict.facts[:MAX_FACTS]]
     if len(conflict.facts) > MAX_FACTS:

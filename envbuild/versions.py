@@ -22,7 +22,6 @@ __all__ = [
     "parse_constraint",
     "parse_version",
     "parse_driver",
-    "driver_at_least",
     "major_minor",
     "cuda_from_local",
     "cuda_to_local",
@@ -53,10 +52,6 @@ def parse_driver(text: str) -> Version:
         return parse_version(cleaned)
     except ValueError:
         raise ValueError(f"malformed driver version {text!r} (expected something like 535.104.05)") from None
-
-
-def driver_at_least(driver: str, minimum: str) -> bool:
-    return parse_driver(driver) >= parse_driver(minimum)
 
 
 def major_minor(text: str) -> str:

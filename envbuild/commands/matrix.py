@@ -222,8 +222,6 @@ def _spec(text: str):
 
 
 def _framework(m, args):
-    from envbuild.matrix import lookup as L
-
     topic = args.topic
     table = getattr(m, FRAMEWORK_TABLES[topic])
     if not table:

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-import tempfile
 
 HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)"
 
@@ -22,6 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from envbuild import atomic
     from envbuild.verify import run_verify
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
@@ -33,22 +31,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         if args.json_file:
-            _write_atomic(args.json_file, json.dumps(data, indent=2) + "\n")
+            atomic.write_text(args.json_file, json.dumps(data, indent=2) + "\n")
         print(summary_text(report))
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s)
     return report.exit_code
-
-
-def _write_atomic(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envbuild-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    finally:
-        sys.stdout.flush()

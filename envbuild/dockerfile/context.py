@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild import atomic
 from envbuild.dockerfile import digests, lockfiles, render
 from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
@@ -153,7 +154,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
         record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],
                              "digest": digest}, indent=2) + "\n"
         extra[BASE_RECORD] = record
-        _write_atomic(lock_dir / BASE_RECORD, record)
+        atomic.write_text(lock_dir / BASE_RECORD, record)
         if (lock_dir / LOCKFILE).is_file():
             from envbuild.lock.conda_lockfile import record_base_image
 
@@ -167,10 +168,3 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

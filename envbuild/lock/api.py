@@ -31,19 +31,6 @@ class LockResult:
     notes: tuple[str, ...] = ()  # things the user must know (e.g. no hashes: index unreachable)
     stamp: Stamp | None = None
 
-    @property
-    def conda_lockfile(self) -> Path | None:
-        path = self.out_dir / "conda-lock.yml"
-        return path if self.conda else None
-
-    def explicit_lockfile(self, platform: str) -> Path:
-        return self.out_dir / f"conda-{platform}.lock"
-
-    @property
-    def pip_lockfile(self) -> Path | None:
-        path = self.out_dir / "requirements.lock"
-        return path if self.pip_hashed is not None else None
-
 
 def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(platforms or (resolution.resolved.platform,)))

@@ -12,10 +12,10 @@ import functools
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from envbuild import atomic
 from envbuild.matrix import tables as t
 from envbuild.paths import MATRICES_DIR
 
@@ -130,10 +130,8 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     if use_cache:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
+            with atomic.replacing(cache, "wb") as fh:
                 pickle.dump(matrices, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
         except OSError:
             pass  # a read-only home only costs speed
     return matrices

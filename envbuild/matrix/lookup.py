@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from envbuild.matrix import Matrices
 from envbuild.matrix.tables import BaseImage, CudaRelease, Gpu, MinorCompat
+from envbuild.versions import parse_version
 
 # nvidia-smi and users add these words around the model name; they never change the CC.
 _VENDOR_WORDS = ("nvidia", "geforce", "tesla")
@@ -28,8 +29,8 @@ def version(text: str | None) -> Version | None:
     if text is None:
         return None
     try:
-        return Version(str(text).strip().lstrip("v"))
-    except InvalidVersion:
+        return parse_version(str(text))
+    except ValueError:
         return None
 
 

@@ -157,7 +157,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
     for name, _c, _l in req.frameworks:
         b = choice.builds.get(name)
         if b is not None:
-            frameworks.append(_resolved(b, python))
+            frameworks.append(_resolved(b))
     have = ix.driver_cuda(req.driver, req.platform) if req.driver else None
     a.stack = ResolvedStack(
         frameworks=tuple(frameworks), cuda=cuda,
@@ -208,7 +208,7 @@ def _channels(req: Request, builds: list[Build], installer: str) -> tuple[str, .
     return tuple(out or ("conda-forge",))
 
 
-def _resolved(b: Build, python: str) -> ResolvedFramework:
+def _resolved(b: Build) -> ResolvedFramework:
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url = None

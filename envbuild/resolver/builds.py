@@ -21,8 +21,6 @@ from envbuild.versions import cuda_to_local, parse_version
 # resolver has to choose a Python.
 PYTHONS = ("2.7", "3.5", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 
-TORCH_PIP_NAMES = {"torchvision", "torchaudio"}
-
 
 @dataclass(frozen=True, eq=False)
 class Build:

@@ -188,7 +188,7 @@ def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[
                 break  # pythons are newest first: the first that fits is the best for this key
     if best is not None:
         return best, []
-    return None, [_why_apart(usable, req, installers)]
+    return None, [_why_apart(usable, req)]
 
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
@@ -208,7 +208,7 @@ def _shared_keys(pools: list[list[Build]], installer: str) -> list:
     return sorted(common or (), key=lambda k: parse_version(str(k)), reverse=True)
 
 
-def _why_apart(outcomes: list[Outcome], req: Request, installers: list[str]) -> Problem:
+def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
     names = " and ".join(f"{o.name} {o.viable[0].version}" for o in outcomes)
     majors = [{b.cuda_major for b in o.viable} for o in outcomes]
     if not set.intersection(*majors):

@@ -5,14 +5,13 @@ lookups by key, so a resolve only does dictionary reads and tuple comparisons.
 """
 from __future__ import annotations
 
-import functools
 from packaging.version import Version
 
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
 from envbuild.model import Fact
 from envbuild.resolver import builds as b
-from envbuild.versions import parse_compute_capability, parse_driver, parse_version
+from envbuild.versions import parse_version
 
 
 def fact(text: str, row: t.Row | None) -> Fact:
@@ -138,12 +137,3 @@ def index(m: Matrices) -> Index:
             _INDEXES.clear()
         found = _INDEXES[id(m)] = Index(m)
     return found
-
-
-@functools.lru_cache(maxsize=256)
-def cc_of(text: str) -> tuple[int, int]:
-    return parse_compute_capability(text)
-
-
-def driver_ok(driver: str, need: str) -> bool:
-    return parse_driver(driver) >= parse_driver(need)

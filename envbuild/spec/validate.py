@@ -218,7 +218,7 @@ class _Validator:
             raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
         installer = self.choice(("installer",), INSTALLERS, None)
         base, base_image = self.base()
-        self.check_pins(frameworks, implied, cuda, installer)
+        self.check_pins(implied, cuda, installer)
         if not frameworks and cuda is None and base_image is None:
             raise self.fail(
                 (), "the spec names no framework, no cuda and no base_image: nothing to resolve",
@@ -311,7 +311,7 @@ class _Validator:
             chosen[name] = constraint
         return chosen, implied
 
-    def check_pins(self, frameworks: dict, implied: dict, cuda: str | None, installer: str | None) -> None:
+    def check_pins(self, implied: dict, cuda: str | None, installer: str | None) -> None:
         """Pins that contradict each other before any matrix is consulted."""
         from envbuild.versions import major_minor
 

@@ -8,10 +8,10 @@ the exit code.
 from __future__ import annotations
 
 import os
-import tempfile
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
+
+from envbuild import atomic
 
 
 def junit_tree(checks: list[dict[str, Any]], suite: str = "envbuild.verify", elapsed_s: float = 0.0) -> ET.ElementTree:
@@ -34,19 +34,12 @@ def junit_tree(checks: list[dict[str, Any]], suite: str = "envbuild.verify", ela
         if c["status"] in ("warn", "pass") or (c["status"] == "fail" and not c.get("required", True)):
             out = ET.SubElement(case, "system-out")
             out.text = f"{c['status'].upper()}: " + "\n".join(x for x in (text, extra) if x)
-    ET.indent(root) if hasattr(ET, "indent") else None
+    ET.indent(root)
     return ET.ElementTree(root)
 
 
 def write_junit(path: str | os.PathLike, checks: list[dict[str, Any]], suite: str = "envbuild.verify",
                 elapsed_s: float = 0.0) -> None:
     """Write atomically: a failed run never leaves a half-written file behind."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            junit_tree(checks, suite, elapsed_s).write(fh, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic.replacing(path, "wb") as fh:
+        junit_tree(checks, suite, elapsed_s).write(fh, encoding="utf-8", xml_declaration=True)

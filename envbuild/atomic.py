@@ -1,0 +1,38 @@
+"""Whole-file writes that never leave a half-written file behind.
+
+The data goes to a hidden temporary file in the target's folder (same filesystem, so
+os.replace is atomic) and replaces the target only once it is complete; on any error the
+temporary file is removed and the target keeps its old content.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextmanager
+def replacing(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Yield a file opened with `mode` ("w" is UTF-8 text, "wb" bytes) that becomes `path`
+    when the block ends without an error."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with replacing(path) as handle:
+        handle.write(text)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with replacing(path, "wb") as handle:
+        handle.write(data)
