@@ -273,7 +273,7 @@ def _framework_lines(topic: str, rows) -> list[str]:
                  _archs(r.archs) + _marks(r)] for r in rows]
         lines = _table(["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"], body)
     elif topic == "tensorflow":
-        from envbuild.resolver.checks import spelled_out_archs
+        from envbuild.matrix.lookup import spelled_out_archs
 
         body = [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-", "yes" if r.windows_gpu else "no",
                  _archs(spelled_out_archs("tensorflow", r.archs) if r.archs else None) + _marks(r)] for r in rows]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from envbuild.model import Conflict, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
-from envbuild.resolver import checks
+from envbuild.matrix import lookup
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
@@ -245,4 +245,4 @@ def _resolved(b: Build) -> ResolvedFramework:
             pip = (release,)
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
-                             archs=checks.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)
+                             archs=lookup.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)

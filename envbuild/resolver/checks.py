@@ -10,29 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from envbuild.matrix.lookup import spelled_out_archs
 from envbuild.model import Fact
 from envbuild.resolver.builds import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
 from envbuild.versions import parse_driver, parse_version
 
-# Compute capabilities whose GPUs an arch list entry can run: SASS within one major
-# (sm_80 runs on 8.6, never on 9.0); PTX on any later GPU through the driver's JIT.
-# Frameworks whose arch lists use TensorFlow's notation, where `compute_XY` embeds the
-# SASS of XY as well as its PTX (TensorFlow's .bazelrc: "`compute_XY` enables PTX
-# embedding in addition to SASS"); in PyTorch's lists `compute_XY` is the PTX alone.
-PTX_ENTRY_HAS_SASS = frozenset({"tensorflow"})
-
-
-def spelled_out_archs(framework: str, archs) -> tuple[str, ...]:
-    """The arch list in one convention for output: `sm_XY` = SASS, `compute_XY` = PTX only.
-    TensorFlow's `compute_XY` also carries SASS of XY, so it becomes `sm_XY compute_XY`."""
-    out: list[str] = []
-    for a in archs or ():
-        if framework in PTX_ENTRY_HAS_SASS and a.startswith("compute_"):
-            out.append("sm_" + a[len("compute_"):])
-        out.append(a)
-    return tuple(dict.fromkeys(out))
 WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
                      "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
 
@@ -219,14 +203,12 @@ def _build_archs(b: Build, g: Gpu) -> list[Problem]:
                             framework=b.framework)]
         return []
     sass, ptx = set(), set()
-    for a in b.archs:
+    for a in spelled_out_archs(b.framework, b.archs):
         kind, _, num = a.partition("_")
         digits = "".join(ch for ch in num if ch.isdigit())
         if not digits:
             continue
         (sass if kind == "sm" else ptx).add(int(digits))
-        if kind == "compute" and b.framework in PTX_ENTRY_HAS_SASS:
-            sass.add(int(digits))
     if runs_on(sass, g.cc):
         return []
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
