@@ -19,7 +19,7 @@ COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "docto
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line and exit 2, like every other bad input
-        self.exit(2, f"envbuild: error: {message} (see `{self.prog} --help`)\n")
+        raise UserError(message, hint=f"see `{self.prog} --help`")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,19 +40,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as exc:
+        return _fail(exc, json_wanted="--json" in argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        print(f"envbuild: error: {exc.line()}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(exc, json_wanted=getattr(args, "json", None) is True)
     except KeyboardInterrupt:
         print("envbuild: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(exc: UserError, *, json_wanted: bool) -> int:
+    """The one-line error on stderr; with --json also one JSON object on stdout, so a CI
+    parser never reads an empty stdout (schema: schema/error.schema.json)."""
+    print(f"envbuild: error: {exc.line()}", file=sys.stderr)
+    if json_wanted:
+        import json
+
+        print(json.dumps(error_json(exc), indent=2))
+    return exc.exit_code
+
+
+def error_json(exc: UserError) -> dict:
+    kind = "environment" if exc.exit_code == 3 else "bad_input"
+    return {"verdict": "error",
+            "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": exc.message,
+                      "where": exc.where, "hint": exc.hint}}
 
 
 if __name__ == "__main__":

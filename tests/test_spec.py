@@ -221,9 +221,15 @@ def test_cli_bad_spec_exits_2_with_one_line(tmp_path, text, words):
 def test_cli_bad_flags_exit_2(flags, words):
     result = _cli("resolve", *flags, "--json")
     assert result.returncode == 2, result.stderr
-    assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and words in result.stderr
     assert "Traceback" not in result.stderr
+    # stdout still carries one JSON object for CI parsers, valid against the error schema
+    import jsonschema
+
+    answer = json.loads(result.stdout)
+    jsonschema.validate(answer, json.loads((ROOT / "schema" / "error.schema.json").read_text()))
+    assert answer["verdict"] == "error" and answer["error"]["exit_code"] == 2
+    assert answer["error"]["line"] == result.stderr.strip().removeprefix("envbuild: error: ")
 
 
 # --- JSON Schema for editors ------------------------------------------------------------------
