@@ -36,6 +36,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+    "wheels": ("wheels.yaml", "releases", t.WheelRelease),
 }
 
 
@@ -57,11 +58,14 @@ class Matrices:
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    wheels: tuple[t.WheelRelease, ...] = ()
 
 
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):  # a mapping field is kept as ((key, value), ...), like the lists
+        return tuple((k, _freeze(v)) for k, v in value.items())
     return value
 
 
