@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
+
+# packaging.utils (tags) and packaging.requirements (markers) are imported inside the
+# functions that read an index: the resolver imports this module for `pythons_on` only.
 
 # envbuild's platform names, in the order rows list them
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
@@ -65,6 +66,8 @@ def tag_pythons(interpreter: str, abi: str, requires_python: str | None, univers
 
 def by_version(files: list[dict]) -> dict[Version, list[tuple[dict, frozenset | None]]]:
     """Non-yanked files grouped by release: (file, wheel tags), tags None for an sdist."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     out: dict[Version, list] = {}
     for f in files:
         if f.get("yanked"):
@@ -124,7 +127,9 @@ def released_versions(grouped: dict[Version, list]) -> list[Version]:
 
 
 # --- core metadata -------------------------------------------------------------------------
-def requires_dist(metadata: str) -> list[Requirement]:
+def requires_dist(metadata: str) -> list:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     out = []
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):
