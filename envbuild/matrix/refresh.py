@@ -47,7 +47,7 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
 
     today = today or datetime.date.today().isoformat()
     plan = _plan(m)
-    names = sorted(set(plan) | _JAX_ARTEFACTS(m) | _series_names(m))
+    names = sorted(set(plan) | _jax_artefacts(m) | _series_names(m))
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
         grouped = {name: w.by_version(f) for name, f in files.items()}
@@ -140,7 +140,7 @@ def _series_names(m: Matrices) -> set[str]:
     return names
 
 
-def _JAX_ARTEFACTS(m: Matrices) -> set[str]:  # noqa: N802 - a derived constant
+def _jax_artefacts(m: Matrices) -> set[str]:
     majors = {major for r in m.jax for major in r.cuda_majors}
     return {"jaxlib"} | {f"jax-cuda{mj}-{kind}" for mj in majors for kind in ("plugin", "pjrt")}
 

@@ -118,7 +118,8 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
                     or not _same_cuda(img_cuda, carrier.cuda):
                 continue
             if img.python and mm(parse_version(img.python)) != python and (
-                    req.python or carrier.pythons is None or mm(parse_version(img.python)) not in carrier.pythons):
+                    req.python or carrier.pythons_on(req.platform) is None
+                    or mm(parse_version(img.python)) not in carrier.pythons_on(req.platform)):
                 continue  # the image's Python is the environment's: it must be one the build supports
         elif img.framework:
             continue
