@@ -10,6 +10,7 @@ answer is kept there, so a later run with `offline=True` reads the same answers 
 from __future__ import annotations
 
 import configparser
+import io
 import json
 import os
 import re
@@ -94,9 +95,28 @@ class SimpleIndex:
         return [] if body is None else body["files"]
 
     def metadata(self, file: dict) -> str | None:
-        """The core metadata of one wheel (PEP 658), or None when the index serves none."""
+        """The core metadata of one wheel: PEP 658's `<url>.metadata`, else the wheel's own
+        `*.dist-info/METADATA` read with HTTP range requests (a few small reads, never the
+        whole wheel). None when neither can be had."""
         cached = self._cache_path("metadata", file["filename"] + ".metadata")
-        return self._get(file["url"] + ".metadata", cached, accept="*/*", parse=False)
+        text = self._get(file["url"] + ".metadata", cached, accept="*/*", parse=False)
+        if text is not None or self.offline or not file["filename"].endswith(".whl"):
+            return text
+        text = self._metadata_in_wheel(file["url"])
+        if text is not None and cached is not None:
+            cached.with_name(cached.name + ".missing").unlink(missing_ok=True)
+            atomic.write_text(cached, text)
+        return text
+
+    def _metadata_in_wheel(self, url: str) -> str | None:
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(_RangeFile(self._open(), url, self.timeout)) as wheel:
+                name = next((n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+                return wheel.read(name).decode("utf-8", "replace") if name else None
+        except (OSError, zipfile.BadZipFile, ValueError):
+            return None  # no range support, or not a zip: the metadata stays unread
 
     # --- transport ----------------------------------------------------------------------------
     def _cache_path(self, kind: str, name: str) -> Path | None:
@@ -193,6 +213,61 @@ def _parse_project(text: str, kind: str, base_url: str) -> dict:
         files.append({"filename": unquote(filename), "url": url.split("#", 1)[0],
                       "requires-python": attrs.get("data-requires-python"), "yanked": "data-yanked" in attrs})
     return {"files": files}
+
+
+class _RangeFile(io.RawIOBase):
+    """A remote file read with HTTP Range requests in blocks of at least 256 KiB, enough
+    for `zipfile` to find one member without fetching the archive."""
+
+    BLOCK = 256 * 1024
+
+    def __init__(self, session, url: str, timeout: float):
+        self.session, self.url, self.timeout = session, url, timeout
+        self.pos = 0
+        self.blocks: dict[int, bytes] = {}  # start offset -> bytes
+        response = session.head(url, allow_redirects=True, timeout=timeout)
+        if response.status_code != 200 or "bytes" not in response.headers.get("Accept-Ranges", ""):
+            raise OSError(f"{mask(url)}: no range requests")
+        self.size = int(response.headers["Content-Length"])
+
+    def seekable(self):
+        return True
+
+    def readable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=0):
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def read(self, n=-1):
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        out = bytearray()
+        while self.pos < end:
+            chunk = self._block_at(self.pos)
+            out += chunk[: end - self.pos]
+            self.pos += len(chunk[: end - self.pos])
+        return bytes(out)
+
+    def readinto(self, buffer):
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _block_at(self, pos: int) -> bytes:
+        for start, data in self.blocks.items():
+            if start <= pos < start + len(data):
+                return data[pos - start:]
+        start = max(0, min(pos, self.size - self.BLOCK))
+        stop = min(self.size, max(pos + self.BLOCK, start + self.BLOCK))
+        response = self.session.get(self.url, headers={"Range": f"bytes={start}-{stop - 1}"}, timeout=self.timeout)
+        if response.status_code != 206:
+            raise OSError(f"{mask(self.url)}: HTTP {response.status_code} to a range request")
+        self.blocks[start] = response.content
+        return response.content[pos - start:]
 
 
 class _Links(HTMLParser):

@@ -194,3 +194,15 @@ def test_resolved_python_has_live_wheels_for_cupy_and_jax():
     version = jax.frameworks[0].version
     assert jax.python in _live_pythons("jaxlib", version)
     assert jax.python in _live_pythons("jax-cuda12-plugin", version)
+
+
+@pytest.mark.network
+def test_metadata_without_pep658_is_read_from_the_wheel_with_range_requests(tmp_path):
+    from envbuild.matrix import wheels
+
+    ix = pypi.SimpleIndex(pypi.PYPI, cache=tmp_path)
+    wheel = next(f for f in ix.files("torch")
+                 if f["filename"] == "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
+    text = ix.metadata(wheel)  # a ~550 MB wheel: only its zip directory and METADATA are fetched
+    assert wheels.cuda_of_torch(text) == "13.0"
+    assert pypi.SimpleIndex(pypi.PYPI, cache=tmp_path, offline=True).metadata(wheel) == text

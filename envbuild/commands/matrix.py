@@ -354,9 +354,10 @@ def _refresh(args) -> int:
     seconds = time.perf_counter() - started
     changes, count = refresh.diff(refresh.rows_of(m), result.rows)
     today = datetime.date.today().isoformat()
+    shown = directory / "wheels.yaml" if args.data else "the bundled matrices/wheels.yaml"
     head = [f"# envbuild matrix refresh {today}: {index.public_url}{' (offline, from ' + str(args.cache) + ')' if args.offline else ''}",
             f"# {len(result.rows)} releases from {result.projects} projects, {result.metadata_files} metadata files, "
-            f"{seconds:.1f} s; {count} row(s) differ from {directory / 'wheels.yaml'}"]
+            f"{seconds:.1f} s; {count} row(s) differ from {shown}"]
     lines = head + changes + [f"disagree {f}" for f in result.findings] + [f"note     {n}" for n in result.notes]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -78,14 +78,14 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
                     extra["cuda"] = cuda
                 elif Version(version) in grouped["torch"]:
                     result.notes.append(f"torch {version}: the default wheel's CUDA was not read "
-                                        f"({'no CUDA runtime pinned in ' + filename if meta else 'no PEP 658 metadata served'})")
+                                        f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
             if package == "jax":
                 meta, _f = jax_meta[version]
-                pins = _jax_pins(m, version, meta)
+                pins = _jax_pins(m, version, meta, grouped)
                 if not pins:
                     pins = _jax_pins_guessed(m, version, grouped)
                     extra["inferred"] = True
-                    result.notes.append(f"jax {version}: no PEP 658 metadata served; the CUDA extras' artefacts are "
+                    result.notes.append(f"jax {version}: its metadata could not be read; the CUDA extras' artefacts are "
                                         f"taken as the newest jaxlib / plugin releases of {version}'s series up to it")
                 if pins:
                     extra["pins"] = {k: " ".join(f"{n}=={v}" for n, v in sorted(p.items())) for k, p in pins.items()}
@@ -166,7 +166,9 @@ def _pure_metadata(index, grouped: dict, version: str) -> tuple[str | None, str]
     return None, ""
 
 
-def _jax_pins(m: Matrices, version: str, meta: str | None) -> dict[str, dict[str, str]]:
+def _jax_pins(m: Matrices, version: str, meta: str | None, grouped: dict) -> dict[str, dict[str, str]]:
+    """extra -> {distribution: release}: for each CUDA extra of the row, the newest release
+    on the index that jax's Requires-Dist admits (what pip installs)."""
     if not meta:
         return {}
     row = next(r for r in m.jax if r.version == version)
@@ -174,7 +176,12 @@ def _jax_pins(m: Matrices, version: str, meta: str | None) -> dict[str, dict[str
     for extra in row.pip_extras:
         if any(s in extra for s in _CUDA_EXTRA_SKIP):
             continue
-        pins = w.extra_pins(meta, extra)
+        pins = {}
+        for name, spec in w.extra_pins(meta, extra).items():
+            found = [v for v in w.released_versions(grouped.get(name, {})) if spec.contains(v)]
+            exact = [s.version for s in spec if s.operator == "=="]
+            if found or exact:  # an exact pin the index lacks stays: its wheels are elsewhere
+                pins[name] = str(found[-1]) if found else exact[0]
         if pins:
             plugin = next((n for n in pins if n.endswith("-plugin")), None)
             if plugin:  # the plugin pulls its PJRT runtime at the same version

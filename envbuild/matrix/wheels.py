@@ -161,11 +161,11 @@ def cuda_of_torch(metadata: str) -> str | None:
     return None
 
 
-def extra_pins(metadata: str, extra: str) -> dict[str, str]:
-    """The exactly pinned `jax*` artefacts that `jax[extra]` installs on Linux:
-    {"jaxlib": "0.4.36", "jax-cuda12-plugin": "0.4.36"} (local tags such as +cuda12.cudnn89
-    dropped: the matching public release stands for them)."""
-    out: dict[str, str] = {}
+def extra_pins(metadata: str, extra: str) -> dict[str, SpecifierSet]:
+    """What `jax[extra]` asks of the other `jax*` distributions on Linux:
+    {"jaxlib": SpecifierSet("<=0.4.37,>=0.4.36"), ...}. A pin with a local tag
+    (`==0.4.10+cuda12.cudnn89`, wheels outside the index) becomes its public release."""
+    out: dict[str, SpecifierSet] = {}
     for req in requires_dist(metadata):
         name = req.name.lower().replace("_", "-")
         if not name.startswith("jax") or name == "jax":
@@ -173,8 +173,8 @@ def extra_pins(metadata: str, extra: str) -> dict[str, str]:
         if req.marker is not None and not req.marker.evaluate({**_LINUX, "extra": extra}):
             continue
         pinned = _pinned(req.specifier)
-        if pinned is not None:
-            out[name] = pinned.public
+        spec = SpecifierSet(f"=={pinned.public}") if pinned is not None else req.specifier
+        out[name] = out[name] & spec if name in out else spec
     return out
 
 
