@@ -46,22 +46,31 @@ class WheelTable:
 
     def __init__(self, rows: tuple[t.WheelRelease, ...]):
         self.by_name: dict[str, list[tuple[Version, t.WheelRelease]]] = {}
+        self.by_release: dict[tuple[str, Version], list[t.WheelRelease]] = {}
         for r in rows:
             try:
-                self.by_name.setdefault(r.package, []).append((Version(r.version), r))
+                v = Version(r.version)
             except InvalidVersion:
                 continue
+            self.by_name.setdefault(r.package, []).append((v, r))
+            self.by_release.setdefault((r.package, v), []).append(r)
+        self._pythons: dict[int, dict[str, frozenset[str] | None]] = {}  # id(row) -> platform -> Pythons
         self._memo: dict = {}
 
     def exact(self, name: str, version: str) -> list[t.WheelRelease]:
         try:
-            want = Version(version)
+            return self.by_release.get((name, Version(version)), [])
         except InvalidVersion:
             return []
-        return [r for v, r in self.by_name.get(name, ()) if v == want]
 
     def matching(self, name: str, admits) -> list[t.WheelRelease]:
         return [r for v, r in self.by_name.get(name, ()) if admits(v)]
+
+    def row_pythons(self, r: t.WheelRelease, platform: str) -> frozenset[str] | None:
+        found = self._pythons.get(id(r))
+        if found is None:
+            found = self._pythons[id(r)] = {p: pythons_on(r.wheels, p) for p in PLATFORMS}
+        return found[platform]
 
     def for_build(self, b) -> Wheels | None:
         if b.installer != "pip" or not self.by_name:
@@ -95,7 +104,7 @@ class WheelTable:
         for plat in PLATFORMS:
             sets = []
             for group in groups:
-                found = [pythons_on(r.wheels, plat) for r in group]
+                found = [self.row_pythons(r, plat) for r in group]
                 union = frozenset().union(*(f for f in found if f))
                 sets.append(union if any(found) else None)
             if all(s is not None for s in sets):
