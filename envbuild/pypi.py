@@ -192,8 +192,15 @@ def _normalise(name: str) -> str:
 
 
 def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
+    """The cause in a few words: requests nests it deep ("[Errno 111] Connection refused")."""
+    text = str(exc)
+    errno = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if errno:
+        return errno.group(1).strip()
+    if "timed out" in text.lower():
+        return "timed out"
+    lines = text.strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:160]
 
 
 def _parse_project(text: str, kind: str, base_url: str) -> dict:

@@ -362,11 +362,15 @@ def _refresh(args) -> int:
     text = "\n".join(lines) + "\n"
     print(text, end="")
     disagree = bool(count or result.findings)
-    if args.check:
-        if args.diff:
-            atomic.write_text(args.diff, text)
-        return 1 if disagree else 0
-    if count:
-        refresh.write(directory, result.rows)
-    atomic.write_text(Path(args.diff) if args.diff else directory / "wheels.diff", text)
-    return 0
+    diff_file = Path(args.diff) if args.diff else None if args.check else directory / "wheels.diff"
+    try:
+        if count and not args.check:
+            refresh.write(directory, result.rows)
+        if diff_file is not None:
+            atomic.write_text(diff_file, text)
+    except OSError as exc:
+        from envbuild.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
+                                 where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
+    return 1 if args.check and disagree else 0
