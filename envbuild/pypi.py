@@ -131,11 +131,14 @@ class SimpleIndex:
         try:
             response = session.get(url, headers={"Accept": accept}, timeout=self.timeout)
         except requests.exceptions.SSLError as exc:
-            raise self._problem(url, f"TLS failure ({_first_line(exc)})",
+            raise self._problem(url, f"TLS failure ({_tls_cause(exc)})",
                                 "point REQUESTS_CA_BUNDLE or pip's `cert` at your CA bundle") from None
         except requests.exceptions.RequestException as exc:
             raise self._problem(url, f"cannot connect ({_first_line(exc)})",
                                 "check the network and HTTPS_PROXY, or use --offline with --cache") from None
+        except OSError as exc:  # requests' own check of the CA bundle path
+            raise self._problem(url, f"TLS setup failed ({exc})",
+                                "point REQUESTS_CA_BUNDLE or pip's `cert` at an existing CA bundle") from None
         if response.status_code == 404:
             self._store(cached, None)
             return None
@@ -189,6 +192,11 @@ class SimpleIndex:
 
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _tls_cause(exc: Exception) -> str:
+    found = re.search(r"\[SSL: [A-Z_]+\] ([^'\"()]+)", str(exc))
+    return found.group(1).strip() if found else _first_line(exc)
 
 
 def _first_line(exc: Exception) -> str:

@@ -95,15 +95,50 @@ def test_offline_without_a_cached_answer_is_exit_3(capsys, tmp_path):
 
 
 # --- a local PEP 503 index (HTML only), as many mirrors serve -----------------------------------------------
+def _serve(folder: Path):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_pip_config_index_url_is_honoured(tmp_path, monkeypatch):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "index.html").write_text(
+        '<a href="torch-2.5.1-cp312-cp312-manylinux1_x86_64.whl">torch-2.5.1-cp312-cp312-manylinux1_x86_64.whl</a>')
+    server = _serve(tmp_path)
+    try:
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nindex-url = http://127.0.0.1:{server.server_port}/\n")
+        monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+        ix = pypi.SimpleIndex()
+        assert ix.url == f"http://127.0.0.1:{server.server_port}"
+        assert [f["filename"] for f in ix.files("torch")] == ["torch-2.5.1-cp312-cp312-manylinux1_x86_64.whl"]
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.network
+def test_a_tls_failure_is_exit_3_naming_the_url(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    key, cert = tmp_path / "k.pem", tmp_path / "ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=not-your-ca"], check=True, capture_output=True)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
+    assert main(["matrix", "refresh", "--check", "--index-url", pypi.PYPI]) == 3
+    err = capsys.readouterr().err
+    assert "TLS failure" in err and "https://pypi.org/simple/" in err and err.count("\n") == 1
+
+
 def test_html_only_index_is_read(tmp_path):
     wheel = "cupy_cuda12x-13.6.0-cp311-cp311-manylinux2014_x86_64.whl"
     page = tmp_path / "cupy-cuda12x"
     page.mkdir()
     (page / "index.html").write_text(
         f'<html><body><a href="../files/{wheel}#sha256=00" data-requires-python="&gt;=3.9">{wheel}</a></body></html>')
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _serve(tmp_path)
     try:
         ix = pypi.SimpleIndex(f"http://127.0.0.1:{server.server_port}", cache=tmp_path / "cache")
         files = ix.files("cupy_cuda12x")
