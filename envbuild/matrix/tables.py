@@ -147,6 +147,7 @@ class WheelRelease(Row):
     # platform -> Pythons with a wheel: (("linux-64", "3.9 3.10 3.11"), ("win-64", "3.10 3.11"))
     wheels: tuple[tuple[str, str], ...] = ()
     cuda: str | None = None  # torch: the CUDA build of the default Linux x86_64 wheel (its pinned CUDA runtime)
+    cuda_aarch64: str | None = None  # torch: the same for the Linux aarch64 wheel (None: CPU-only or not read)
     # jax: the artefacts each CUDA extra pins: (("cuda12", "jaxlib==0.4.36 jax-cuda12-plugin==0.4.36"),)
     pins: tuple[tuple[str, str], ...] = ()
 

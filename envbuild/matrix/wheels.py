@@ -146,14 +146,15 @@ _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine
 _CUDA_CARRIERS = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
 
 
-def cuda_of_torch(metadata: str) -> str | None:
-    """CUDA major.minor of a Linux torch wheel from the runtime it pins
+def cuda_of_torch(metadata: str, machine: str = "x86_64") -> str | None:
+    """CUDA major.minor of a Linux torch wheel for `machine` from the runtime it pins
     (`nvidia-cuda-runtime-cu12==12.4.127` -> "12.4", `cuda-toolkit[...]==13.0.2` -> "13.0");
-    None when it pins none (before 1.13 the wheel carried CUDA inside)."""
+    None when it pins none (before 1.13 the wheel carried CUDA inside; a CPU-only build)."""
+    env = {**_LINUX, "platform_machine": machine, "extra": ""}
     for req in requires_dist(metadata):
         if not _CUDA_CARRIERS.match(req.name.lower()):
             continue
-        if req.marker is not None and not req.marker.evaluate({**_LINUX, "extra": ""}):
+        if req.marker is not None and not req.marker.evaluate(env):
             continue
         pinned = _pinned(req.specifier)
         if pinned is not None:
