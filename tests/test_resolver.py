@@ -181,6 +181,7 @@ def test_pip_torch_gets_a_runtime_image():
 # --- the Python the image runs ---------------------------------------------------------------------
 # A pip environment is a venv over the base image's python3 (on nvidia/cuda, the distribution's);
 # a conda environment brings its own interpreter.
+RECIPES = Path(__file__).parent.parent / "recipes"
 ONE_PIP_PACKAGE = {"cuda": "12.4", "pip_packages": ("einops==0.7.0",)}
 
 
@@ -237,12 +238,12 @@ def test_an_explicit_base_is_checked_against_the_python_it_runs():
     assert kinds(resolve(spec(python="3.12", installer="pip", base_image=rapids), M)) == ["python_unsupported"]
 
 
-@pytest.mark.parametrize("recipe", sorted(p.name for p in (Path(__file__).parent.parent / "recipes").glob("*.yaml")))
+@pytest.mark.parametrize("recipe", sorted(p.name for p in RECIPES.glob("*.yaml")))
 @pytest.mark.parametrize("installer", ["pip", "conda"])
 def test_an_ok_never_runs_another_python_than_the_lock(recipe, installer):
     import dataclasses
 
-    r = resolve(dataclasses.replace(load_spec(Path(__file__).parent.parent / "recipes" / recipe), installer=installer), M)
+    r = resolve(dataclasses.replace(load_spec(RECIPES / recipe), installer=installer), M)
     if r.ok and r.resolved.base_image is not None and r.resolved.base_image.family != "unknown":
         assert _runs_the_locked_python(r) or r.resolved.base_image.python is None, \
             (r.resolved.python, r.resolved.base_image)

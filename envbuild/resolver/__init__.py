@@ -152,18 +152,19 @@ def _complete(a: Analysis, choice: Choice) -> None:
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
     image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer)
-    if image is not None and image.python and not req.python and base_image.binds_python(image, choice.installer):
-        # The environment runs the image's own Python (a framework image's, or the python3 a
-        # pip venv is made over), so that is the Python to lock for.
-        python = mm(parse_version(image.python))
-    elif image is not None and not image.python and not req.python and base_image.binds_python(image, choice.installer):
-        # The environment is built on the image's own Python, which the catalog does not
-        # record: the lock would assume a Python the image may not have.
-        problems.append(Problem(
-            "unknown_fact",
-            f"the matrix does not record the Python of {image.ref}; envbuild assumed Python {python}, "
-            f"so pin `python:` to the image's Python (or choose base: cuda)",
-            soft=True))
+    if image is not None and not req.python and base_image.binds_python(image, choice.installer):
+        if image.python:
+            # The environment runs the image's own Python (a framework image's, or the python3
+            # a pip venv is made over), so that is the Python to lock for.
+            python = mm(parse_version(image.python))
+        else:
+            # The environment is built on the image's own Python, which the catalog does not
+            # record: the lock would assume a Python the image may not have.
+            problems.append(Problem(
+                "unknown_fact",
+                f"the matrix does not record the Python of {image.ref}; envbuild assumed Python {python}, "
+                f"so pin `python:` to the image's Python (or choose base: cuda)",
+                soft=True))
     for p in problems:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)

@@ -140,14 +140,15 @@ def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, ski
     pythons = sorted(offered, key=parse_version, reverse=True)
     return Problem(
         "python_unsupported",
-        f"a pip environment is a venv over the base image's python3, and no {_FAMILY_NAMES.get(family, family)} image{where} runs {wanted} "
-        f"({listed}), so Python, the installer (a conda environment brings its own Python) or the base image must move",
+        f"a pip environment is a venv over the base image's python3, and no {_FAMILY_NAMES.get(family, family)} "
+        f"image{where} runs {wanted} ({listed}), so Python, the installer (a conda environment brings its own "
+        f"Python) or the base image must move",
         tuple(dict.fromkeys(_python_fact(ix, img) for img in have.values())),
         hints={"pythons": pythons, "installer": "conda", "base_pythons": every})
 
 
 def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
-           installer: str = "conda") -> tuple[BaseImageChoice | None, list[Problem]]:
+           installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
         return None, []
     if req.spec.base_image:
