@@ -112,7 +112,7 @@ def _pythons_allowed(req: Request, builds: list[Build]) -> frozenset[str] | None
     supports (None = any)."""
     if req.python:
         return frozenset((req.python,))
-    known = [b.pythons for b in builds if b.pythons is not None]
+    known = [p for b in builds if (p := b.pythons_on(req.platform)) is not None]  # wheels where read
     return frozenset.intersection(*map(frozenset, known)) if known else None
 
 
