@@ -57,6 +57,8 @@ class Matrices:
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
+    gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _freeze(value: Any) -> Any:
@@ -104,7 +106,9 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     for attr, (filename, key, row_type) in TABLES.items():
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
-    return Matrices(version=version, **tables)
+    from envbuild.matrix.gpu_match import build_index
+
+    return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
 
 
 def _cache_dir() -> Path:
@@ -115,9 +119,13 @@ def _cache_dir() -> Path:
 def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
     the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version: any edit to the YAML changes the name and forces a fresh parse."""
+    data version: any edit to the YAML changes the name and forces a fresh parse. The GPU
+    name index is built here too, so that it is cached with the tables."""
+    from envbuild.matrix.gpu_match import INDEX_FORMAT
+
     version, files = _read_files(directory)
-    cache = _cache_dir() / f"matrices-{version}.pickle"
+    # the cached object also holds the GPU name index, whose layout is versioned separately
+    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}.pickle"
     if use_cache:
         try:
             with open(cache, "rb") as fh:
