@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ class Matrices:
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, str):
+        # one object per distinct text: the cache pickles a repeated `source` only once
+        return sys.intern(value)
     return value
 
 
