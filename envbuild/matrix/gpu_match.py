@@ -2,7 +2,7 @@
 
 nvidia-smi prints "NVIDIA A100-SXM4-80GB", "Tesla V100-PCIE-16GB", "NVIDIA H100 80GB HBM3",
 "NVIDIA GeForce RTX 3060 Laptop GPU" or "Quadro T1000 with Max-Q Design"; users write
-"a100 80gb", "RTX-3060" or "V100". A name is matched in three steps, each tolerant of case,
+"a100 80gb", "RTX-3060" or "V100". A name is matched in four steps, each tolerant of case,
 spaces, dashes and a leading NVIDIA/GeForce/Tesla:
 
 1. exactly, against every row's name and aliases;
