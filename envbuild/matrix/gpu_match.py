@@ -10,7 +10,7 @@ spaces, dashes and a leading NVIDIA/GeForce/Tesla:
 3. without the words that only name the board: memory size, SXM/PCIe/NVL/HBM, Laptop GPU,
    Mobile, Max-Q Design, Generation, Edition. They never change the compute capability within
    one model name, so "RTX 3060 Laptop GPU" finds the GeForce RTX 3060 row. A vGPU profile
-   name ("GRID A100-40C") finds the GPU it runs on;
+   name ("GRID A100-40C", "NVIDIA A10-24Q") finds the GPU it runs on;
 4. without the product-line words Quadro and Ada as well ("P4000" = "Quadro P4000").
 
 A name that steps 2-4 lead to several rows is accepted only when all of them share one
@@ -49,8 +49,9 @@ def bag_key(text: str) -> str:
 
 def loose_key(text: str) -> str:
     ws = words(text)
-    if ws[:1] == ["grid"] and len(ws) > 1 and _VGPU_PROFILE.match(ws[-1]):
-        ws = ws[1:-1]  # a vGPU profile ("GRID A100-40C", "GRID T4-16Q") runs on that GPU
+    if len(ws) > 1 and _VGPU_PROFILE.match(ws[-1]):
+        # a vGPU profile ("GRID A100-40C", "NVIDIA A10-24Q") runs on that GPU
+        ws = ws[1:-1] if ws[0] == "grid" else ws[:-1]
     return "".join(w for w in ws if not _BOARD_WORD.match(w))
 
 
