@@ -97,3 +97,26 @@ def test_no_key_names_two_compute_capabilities(m):
 def test_index_is_cached_with_the_data(m):
     assert isinstance(m.gpu_index, gpu_match.GpuIndex) and m.gpu_index.version == m.version
     assert L._gpu_index(m) is m.gpu_index  # no rebuild per process
+
+
+def test_spec_takes_nvidia_smi_names_and_reports_ambiguity():
+    from envbuild.errors import UserError
+    from envbuild.spec import spec_from_text
+
+    spec = spec_from_text("frameworks: {pytorch: null}\ntarget: {gpus: ['NVIDIA GeForce RTX 3060 Laptop GPU', "
+                          "'Tesla V100-PCIE-32GB']}\n")
+    assert spec.gpus == ("NVIDIA GeForce RTX 3060 Laptop GPU", "Tesla V100-PCIE-32GB")
+    with pytest.raises(UserError) as err:
+        spec_from_text("frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 6000']}\n")
+    assert "NVIDIA RTX 6000 Ada (8.9) or Quadro RTX 6000 (7.5)" in str(err.value) and "did you mean" not in str(err.value)
+
+
+def test_matrix_gpu_shows_the_row_and_names_ambiguity(capsys):
+    from envbuild import cli
+
+    assert cli.main(["matrix", "gpu", "NVIDIA A100-SXM4-80GB"]) == 0
+    out = capsys.readouterr().out
+    assert "compute capability 8.0" in out and "memory: 80 GB" in out
+    assert cli.main(["matrix", "gpu", "RTX 6000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ambiguous GPU 'RTX 6000'" in err[0] and "Quadro RTX 6000 (7.5)" in err[0]
