@@ -232,3 +232,18 @@ def test_a_pip_build_without_a_pip_wheel_installs_and_the_venv_has_pip(docker_cl
                                        remove=True).decode()
     version, pip = out.splitlines()
     assert version == "1.0" and pip.startswith("pip ") and "/opt/env/lib/python3" in pip
+
+
+@pytest.mark.docker
+@pytest.mark.network
+def test_a_conda_build_without_a_pip_wheel_gets_pip_from_ensurepip(docker_client, registry, wheelhouse, tmp_path):
+    """The wheelhouse has py-rattler but no pip and the base python3 has no pip: the installer
+    makes a throw-away venv with ensurepip and installs py-rattler with its pip."""
+    from envbuild.image.make import ImageOptions, make_image
+
+    wheels = tmp_path / "wheels"
+    shutil.copytree(wheelhouse, wheels, ignore=shutil.ignore_patterns("pip-*", ".*"))
+    resolution, lock = support.locked_demo(tmp_path / "conda", name="venvconda")
+    result = make_image(resolution, lock, ImageOptions(
+        repository=f"{registry}/envbuild-tests/venvconda", mirror=registry, wheelhouse=wheels, check_registry=False))
+    assert docker_client.containers.run(result.ref, ["envbuild-demo"], remove=True).decode() == "envbuild-demo 1.0\n"
