@@ -36,6 +36,9 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+    "mig_floors": ("mig.yaml", "floors", t.MigFloor),
+    "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
+    "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
 }
 
 
@@ -57,6 +60,9 @@ class Matrices:
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    mig_floors: tuple[t.MigFloor, ...] = ()
+    mig_profiles: tuple[t.MigProfile, ...] = ()
+    cloud_instances: tuple[t.CloudInstance, ...] = ()
 
 
 def _freeze(value: Any) -> Any:
