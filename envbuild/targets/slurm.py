@@ -25,6 +25,7 @@ KEYS = {
     "qos": (str, "the quality of service"),
     "runtime": (str, "apptainer (default), pyxis, docker or host"),
     "time": (str, "time limit, e.g. 01:00:00"),
+    "mem": (str, "memory per job as sbatch takes it, e.g. 16G (default: 16G)"),
 }
 REQUIRED = ("partition",)
 RUNTIMES = ("apptainer", "pyxis", "docker", "host")
@@ -50,7 +51,7 @@ def render(job: Job) -> str:
         if cfg.get(key):
             lines.append(f"#SBATCH --{key}={cfg[key]}")
     lines += [f"#SBATCH --gres={gres(job)}", f"#SBATCH --time={cfg.get('time') or job.time}",
-              f"#SBATCH --mem={job.memory_gib}G", "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
+              f"#SBATCH --mem={cfg.get('mem') or str(job.memory_gib) + 'G'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
     if job.extra.get("output"):
         lines.append(f"#SBATCH --output={job.extra['output']}")
     lines += ["set -euo pipefail", f"IMAGE={job.shell([job.image])}",
