@@ -23,6 +23,7 @@ def configure(parser) -> None:
     group.add_argument("--gpus", type=int, metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
     group.add_argument("--time", default="01:00:00", metavar="HH:MM:SS", help="time limit (default 01:00:00)")
     group.add_argument("--mem", type=int, default=16, metavar="GIB", help="host memory in GiB (default 16)")
+    group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
     group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
     group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
     add_build_arguments(parser)
@@ -75,7 +76,7 @@ def run(args) -> int:
     if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
         raise UserError(f"job name {name!r} must be lowercase letters, digits and -", where="--name")
     job = Job(name=name, image=image, target=target, gpus=gpus, time=args.time, memory_gib=args.mem,
-              command=tuple(shlex.split(args.command)) if args.command else ())
+              command=tuple(shlex.split(args.command)) if args.command else (), static_probe=args.static)
     text = mod.render(job)
     if args.output:
         atomic.write_text(args.output, text)

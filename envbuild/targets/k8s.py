@@ -26,7 +26,7 @@ def manifest(job: Job) -> dict:
     cfg = job.scheduler
     target = job.target
     resource = f"nvidia.com/mig-{target.mig}" if target and target.mig else "nvidia.com/gpu"
-    limits = {resource: job.gpus, "memory": f"{job.memory_gib}Gi"}
+    limits = {resource: str(job.gpus), "memory": f"{job.memory_gib}Gi"}  # quantities are strings in the API
     selector: dict[str, str] = {}
     cc = job.compute_capability()
     if cc:

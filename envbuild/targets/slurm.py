@@ -12,9 +12,10 @@ import re
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 from envbuild.errors import EnvironmentProblem
-from envbuild.targets.job import Job
+from envbuild.targets.job import IMAGE_PROBE, Job
 
 KIND = "slurm"
 SUFFIX = ".sh"
@@ -54,6 +55,13 @@ def render(job: Job) -> str:
               f"#SBATCH --mem={cfg.get('mem') or str(job.memory_gib) + 'G'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
     if job.extra.get("output"):
         lines.append(f"#SBATCH --output={job.extra['output']}")
+    if runtime == "host" and job.probe_path == IMAGE_PROBE:
+        # no container on the node: this envbuild's probe, run by the node's own Python
+        from dataclasses import replace
+
+        from envbuild import probe
+
+        job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
     lines += ["set -euo pipefail", f"IMAGE={job.shell([job.image])}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
     steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,8 @@ from envbuild.targets.job import Job
 
 
 def job_for(image: str, target: Target, *, static: bool) -> Job:
-    probe_path = None
-    if target.kind == "slurm" and target.scheduler.get("runtime") == "host":
-        # no container on the node: run this envbuild's probe with the node's Python
-        from envbuild import probe
-
-        probe_path = str(Path(probe.__file__).resolve())
-    job = Job(name=f"envbuild-verify-{target.name}"[:63].rstrip("-"), image=image, target=target,
-              gpus=1, static_probe=static)
-    return replace(job, probe_path=probe_path) if probe_path else job
+    return Job(name=f"envbuild-verify-{target.name}"[:63].rstrip("-"), image=image, target=target,
+               gpus=1, static_probe=static)
 
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
