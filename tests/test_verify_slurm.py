@@ -96,3 +96,18 @@ def test_slurm_down_is_exit_3(tmp_path, slurm_env):
                 "--workdir", str(tmp_path / "work"))
     assert done.returncode == 3
     assert "Unable to contact slurm controller" in done.stderr.strip().splitlines()[-1]
+
+
+def test_verify_fleet_on_kubernetes_without_a_context_writes_manifests_and_says_how_to_apply(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  a100:\n    gpu: A100\n    scheduler: {kind: k8s, namespace: ml}\n"
+                     "  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q}\n")
+    env = dict(os.environ, KUBECONFIG=str(tmp_path / "no-kubeconfig"))
+    done = _cli(env, "verify", "img:1", "--fleet", str(fleet), "--workdir", str(tmp_path / "work"),
+                "--junit", str(tmp_path / "v.xml"))
+    assert done.returncode == 1  # nothing ran: not a pass
+    assert "kubectl apply -f " in done.stderr and str(tmp_path / "work" / "envbuild-verify-a100.yaml") in done.stderr
+    assert (tmp_path / "work" / "envbuild-verify-g5.json").exists()
+    assert "NOT_RUN  a100" in done.stdout and "0 passed, 0 failed, 2 not run" in done.stdout
+    suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
+    assert [s.get("skipped") for s in suites] == ["1", "1"]

@@ -56,11 +56,20 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     from envbuild import matrix
     from envbuild.resolver import resolve
 
+    from envbuild.matrix.lookup import find_gpu
+
     m = matrix.load()
-    memo: dict[tuple, Resolution] = {}
+    memo: dict[Any, Resolution] = {}
+
+    def gpu_class(gpu: str) -> tuple:
+        # what the resolver reads from a GPU: its compute capability and data-center class
+        row = find_gpu(m, gpu)
+        return (row.compute_capability, row.datacenter) if row else (gpu, None)
 
     def cached(s: Spec) -> Resolution:
-        key = s.hash()  # the spec as resolved: driver, GPUs, platform and pins
+        # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
+        # in the GPU's name (L4 and L40S are both 8.9) get the same answer
+        key = (s.with_changes({"gpus": [], "driver": None}).hash(), s.driver, tuple(gpu_class(g) for g in s.gpus))
         if key not in memo:
             memo[key] = resolve(s, m)
         return memo[key]
