@@ -42,8 +42,9 @@ def test_k8s_job_passes_kubernetes_validate_strict_and_the_client_models(tmp_pat
 
     from kubernetes.client import ApiClient
 
-    # the JSON body the API server would return for this Job, through the client's own model mapping
-    job = ApiClient().deserialize(json.dumps(yaml.safe_load(path.read_text())), "V1Job", "application/json")
+    # the client's own model mapping, as it reads the API server's JSON body for a Job (the
+    # public deserialize() wraps this one; its signature differs between client releases)
+    job = ApiClient()._ApiClient__deserialize(json.loads(json.dumps(yaml.safe_load(path.read_text()))), "V1Job")
     pod = job.spec.template.spec
     limits = pod.containers[0].resources.limits
     if target == "a100-mig":
