@@ -2,6 +2,8 @@
 and one-line bad input. The fleet resolver is the real resolver over the real matrices."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from envbuild.cli import main
 from envbuild.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.validate import TARGET_KEYS
@@ -22,7 +25,18 @@ SCHEMA = json.loads((ROOT / "schema" / "fleet.schema.json").read_text())
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=ROOT)
+    """The command line in this process (the same `main` the console script runs; the
+    matrices load once for the whole module instead of once per call)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def test_console_script_answers_the_same():
+    done = subprocess.run([sys.executable, "-m", "envbuild", "resolve", "--framework", "pytorch", "--fleet", str(FLEET),
+                           "--target", "h100", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and json.loads(done.stdout)["targets"][0]["name"] == "h100"
 
 
 def _fleet(tmp_path, text: str) -> str:
