@@ -268,3 +268,10 @@ def test_a_framework_build_for_another_cuda_is_refused(channels, tmp_path):
     (conflict,) = _conflict(*_guarded([channels["guard-cuda118"], channels["guard"]], specs), tmp_path)
     assert conflict.message.startswith("the solver chose pytorch 2.4.1 build py3.11_cuda11.8_cudnn9.1.0_0 for linux-64, "
                                        "which is built for CUDA 11.8, which the target's CUDA 12.4 does not run")
+
+
+def test_a_gap_further_down_names_the_dependency_not_the_framework(channels, tmp_path):
+    spec, resolution = _guarded([channels["guard"]], ("pytorch==2.4.0=*cuda*", "pytorch-cuda==12.4"))
+    spec = dataclasses.replace(spec, frameworks=(dataclasses.replace(spec.frameworks[0], constraint="2.4.0"),))
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.message.startswith("libcusparse 12.3.1 needs cuda-version >=12.3,<12.4.0a0, for which")
