@@ -250,3 +250,19 @@ def test_a_lock_without_hashes_is_refused_unless_allowed(tmp_path):
         pip_lock.checked_lock(request, pins, allow_unhashed=False)
     written = pip_lock.checked_lock(request, pins, allow_unhashed=True)
     assert not written.hashed and "no sha256 for einops" in written.note
+
+
+def test_platform_tags_are_the_ones_packaging_gives_this_machine():
+    import platform as host
+
+    from packaging import tags
+
+    from envbuild.lock.pip_tags import platform_tags
+
+    libc, version = host.libc_ver()
+    if libc != "glibc" or host.machine() != "x86_64":
+        pytest.skip("compares with packaging's tags for an x86_64 glibc host")
+    ours = platform_tags("linux-64", version)
+    theirs = list(dict.fromkeys(t.platform for t in tags.sys_tags() if t.platform != "any"))
+    assert sorted(ours) == sorted(theirs)
+    assert {"manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64"} <= set(ours)
