@@ -208,7 +208,7 @@ def test_an_index_answering_401_is_an_environment_error(tmp_path):
 def _cli_lock(tmp_path: Path, spec, index_url: str) -> subprocess.CompletedProcess:
     """`envbuild lock` on a spec file asking for nothing but `spec.pip_packages`."""
     path = tmp_path / "spec.yaml"
-    path.write_text("name: small\ncuda: '12.4'\npython: '3.11'\ninstaller: pip\n"
+    path.write_text("name: small\ncuda: '12.4'\npython: '3.10'\ninstaller: pip\n"
                     f"target: {{platform: linux-64}}\npackages: {{pip: {list(spec.pip_packages)}}}\n")
     return subprocess.run([sys.executable, "-m", "envbuild", "lock", str(path), "-o", str(tmp_path / "out"),
                            "--index-url", index_url], capture_output=True, text=True)
