@@ -8,14 +8,23 @@ configuration is replaced by an empty one, so PyPI itself is what answers.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from envbuild.errors import EnvironmentProblem
+from envbuild.lock.api import lock
+from envbuild.resolver import resolve
+from envbuild.spec import load_spec
+
 
 pytestmark = pytest.mark.network
+ROOT = Path(__file__).resolve().parent.parent
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 
 
 @pytest.fixture(autouse=True)
@@ -23,6 +32,38 @@ def pypi_only(monkeypatch):
     for key in [k for k in os.environ if k.startswith(("PIP_", "UV_"))]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+
+
+def _unreachable_elsewhere(problem: EnvironmentProblem) -> bool:
+    """The lock failed on an index other than PyPI that this machine cannot reach (the
+    PyTorch variant indexes, pypi.nvidia.com): said as exit 3 with the URL, not a conflict."""
+    found = re.search(r"cannot read the package index (\S+): cannot connect", problem.line())
+    return bool(found) and "pypi.org" not in found.group(1)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_recipe_that_resolves_with_pip_locks_with_hashes(recipe, tmp_path):
+    spec = load_spec(recipe)
+    if spec.installer != "pip":
+        spec = spec.with_changes({"installer": "pip"})
+    resolution = resolve(spec)
+    if not resolution.ok:
+        pytest.skip(f"{recipe.name} does not resolve with pip")
+    try:
+        result = lock(spec, resolution, None, tmp_path, pip_timeout=20)
+    except EnvironmentProblem as problem:
+        if _unreachable_elsewhere(problem):
+            pytest.skip(problem.line())
+        raise
+    python = ".".join(resolution.resolved.python.split(".")[:2])
+    text = (tmp_path / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", text, flags=re.M)
+    assert result.pip_hashed is True and f"# Target: linux-64, CPython {python}.\n" in text
+    # every pin is followed by at least one sha256 line
+    assert len(re.findall(r"==\S+ \\\n    --hash=sha256:[0-9a-f]{64}", text)) == len(pins) > 0
+    frameworks = [f"{n}=={v}" for n, v in pins if n in ("torch", "tensorflow", "jax", "jaxlib", "cupy-cuda12x",
+                                                         "torchvision", "torchaudio")]
+    print(f"{recipe.name}: CPython {python}, {len(pins)} pins, {text.count('--hash=')} hashes; {' '.join(frameworks)}")
 
 
 def _interpreter(version: str) -> str:
