@@ -148,6 +148,7 @@ class ResolvedFramework:
     conda_specs: tuple[str, ...] = ()  # MatchSpecs that pin the GPU build, e.g. ("pytorch==2.1.2=*cuda*", "pytorch-cuda==12.1")
     pip_requirements: tuple[str, ...] = ()  # e.g. ("torch==2.1.2+cu121",)
     pip_index_url: str | None = None  # e.g. "https://download.pytorch.org/whl/cu121"
+    pypi_default: bool = False  # PyPI's untagged wheel of this version is this very build
     archs: tuple[str, ...] = ()  # compiled architectures when known ("sm_50", ..., "compute_90")
     cudnn: str | None = None
 
