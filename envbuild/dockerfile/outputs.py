@@ -39,7 +39,7 @@ def guard(out: Path, owned: tuple[str, ...], *, force: bool, spec_source: str | 
     target = Path(os.path.abspath(out)).resolve()
     if target == Path(target.anchor):
         raise UserError("the output folder cannot be the filesystem root", where=where, hint="name a folder of its own")
-    if spec_source and spec_source != "-":
+    if spec_source and os.path.isfile(spec_source):
         spec_dir = Path(os.path.abspath(spec_source)).resolve().parent
         if target == spec_dir.parent:
             raise UserError("the output folder cannot be the parent of the spec's folder", where=where,

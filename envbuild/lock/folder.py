@@ -159,9 +159,15 @@ class NewSet:
         shutil.copy2(folder / name, self.file(name))
 
     def seal(self) -> None:
-        """Write the record of every file's hash; the set is complete after this."""
+        """Write the record of every file's hash; the set is complete after this. Lockfiles
+        are committed to repositories: no URL in them keeps its credentials."""
+        from envbuild.urls import strip_text
+
         files = {}
         for name in self.names:
+            text = (self.path / name).read_text(encoding="utf-8")
+            if strip_text(text) != text:
+                (self.path / name).write_text(strip_text(text), encoding="utf-8")
             fault_step(f"hash {name}")
             files[name] = sha256_file(self.path / name)
             with open(self.path / name, "rb") as handle:
