@@ -88,7 +88,7 @@ def verify(folder: Path) -> list[str]:
     hold one complete lock (empty = it does)."""
     folder = Path(folder)
     problems = []
-    if (folder / COMMIT).exists():
+    if (folder / COMMIT / RECORD).exists():  # without its record the switch was complete
         problems.append(f"{folder / COMMIT} holds an interrupted write; run `envbuild lock` again to finish it")
     record = read_record(folder)
     if record is None:
@@ -113,8 +113,14 @@ _steps = 0
 
 def fault_step(what: str) -> None:
     """Test hook for the kill sweep: with ENVBUILD_FAULT_STEP=N the process SIGKILLs itself
-    at the N-th step of a lock write (ENVBUILD_FAULT_TRACE=1 prints the steps)."""
+    at the N-th step of a lock write (ENVBUILD_FAULT_TRACE=1 prints the steps), and with
+    ENVBUILD_FAULT_HOLD=SECONDS a sealed set waits that long before it is switched in (so
+    concurrency tests can make two writers meet)."""
     global _steps
+    if what == "sealed" and os.environ.get("ENVBUILD_FAULT_HOLD"):
+        import time
+
+        time.sleep(float(os.environ["ENVBUILD_FAULT_HOLD"]))
     wanted = os.environ.get("ENVBUILD_FAULT_STEP")
     if not wanted:
         return
