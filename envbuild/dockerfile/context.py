@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild import atomic
 from envbuild.dockerfile import digests, lockfiles, outputs, render
 from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
@@ -146,12 +147,13 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
         extra[folder.BASE_RECORD] = record
         _record_base(lock_dir, record, stack.base_image.ref, digest)
     out = Path(os.path.abspath(out))
-    stage = outputs.staging(out)
-    try:
-        _fill(stage, lock, dockerfile, wheelhouse, extra)
-        outputs.replace_owned(out, stage, OWNED)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    with atomic.naming(out):
+        stage = outputs.staging(out)
+        try:
+            _fill(stage, lock, dockerfile, wheelhouse, extra)
+            outputs.replace_owned(out, stage, OWNED)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
 
 

@@ -70,7 +70,10 @@ def staging(out: Path) -> Path:
         pid = stale.name[len(STAGE):].split("-", 1)[0]
         if not pid.isdigit() or not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{STAGE}{os.getpid()}-", dir=out))
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{STAGE}{os.getpid()}-", dir=out))
+    except OSError as exc:  # name the folder the user chose, not the hidden staging folder
+        raise OSError(exc.errno, exc.strerror, str(out)) from None
 
 
 def _alive(pid: int) -> bool:

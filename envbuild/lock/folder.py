@@ -190,14 +190,19 @@ class NewSet:
 def replacing(folder: Path) -> Iterator[NewSet]:
     """Yield an empty NewSet to fill; when the block ends without an error it replaces the
     lock in `folder` as one unit. On an error the folder keeps its old set."""
+    from envbuild.atomic import naming
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with _exclusive(folder):
+    with naming(folder), _exclusive(folder):
         _clean_stale(folder)
         finish_interrupted(folder)
         swap = _can_swap(folder)
-        stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}{STAGE}" if swap else STAGE,
-                                      dir=folder.parent if swap else folder))
+        try:
+            stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}{STAGE}" if swap else STAGE,
+                                          dir=folder.parent if swap else folder))
+        except OSError as exc:  # name the lock folder, not the hidden staging folder
+            raise OSError(exc.errno, exc.strerror, str(folder)) from None
         fault_step("staging folder made")
         try:
             new = NewSet(stage)
