@@ -121,7 +121,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         "pip_lock": "pip.lock" if pip_lines else None,
         "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
     }
-    (ctx / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
+    (ctx / "plan.json").write_text(strip_text(json.dumps(plan, indent=2)) + "\n", encoding="utf-8")
 
 
 def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
