@@ -178,3 +178,16 @@ def test_two_concurrent_locks_into_one_folder(project, run, tmp_path, layout, tr
     print(f"\n{layout}: writers that waited, per trial: {waited}")
     assert all(n <= 1 for n in waited)  # never both
     assert sum(waited) >= trials // 2  # the hold makes them meet in most trials; the later one says so
+
+
+def test_a_users_file_with_a_lock_name_is_never_removed(project, run, tmp_path):
+    """A project folder with the user's own requirements.lock: `envbuild lock -o .` for a
+    conda-only spec leaves it alone (only files its own record lists are ever removed), and
+    `--check` points at it, since a reader of the folder would take it for part of the lock."""
+    (tmp_path / "requirements.lock").write_text("flask==3.0.0\n")
+    for spec in ("a", "b"):
+        (answer,) = run(lock_job(project["root"], spec, tmp_path))
+        assert answer["status"] == 0, answer["stderr"]
+    assert (tmp_path / "requirements.lock").read_text() == "flask==3.0.0\n"
+    (answer,) = run(lock_job(project["root"], "b", tmp_path, "--check"))
+    assert answer["status"] == 1 and "requirements.lock is not part of the recorded lock" in answer["stdout"]

@@ -80,6 +80,8 @@ def read_record(folder: Path) -> dict[str, str] | None:
         return None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         return None
+    if not all("/" not in name and is_lock_file(name) for name in files):  # a record names files in this folder only
+        return None
     return files
 
 
@@ -102,7 +104,8 @@ def verify(folder: Path) -> list[str]:
                             "(edited, or left from another run)")
     for path in sorted(folder.iterdir()):
         if is_lock_file(path.name) and path.name not in record:
-            problems.append(f"{path} is not part of the recorded lock (left from another run)")
+            problems.append(f"{path} is not part of the recorded lock (left from an older run, or not "
+                            "envbuild's: move it out of the lock folder)")
     return problems
 
 
@@ -219,9 +222,11 @@ def update(folder: Path, texts: dict[str, str], edit=None) -> None:
     """Replace some files of the current lock (the rest carried over) as one unit.
     `edit(new_set)` may change carried-over files in the staging folder."""
     folder = Path(folder)
+    record = read_record(folder)
     with replacing(folder) as new:
         for path in sorted(folder.iterdir()):
-            if is_lock_file(path.name) and path.name not in texts and path.is_file():
+            recorded = path.name in record if record is not None else is_lock_file(path.name)
+            if recorded and path.name not in texts and path.is_file():
                 new.copy_from(folder, path.name)
         for name, text in texts.items():
             new.write_text(name, text)
@@ -262,21 +267,26 @@ def _exclusive(folder: Path) -> Iterator[None]:
 def _clean_stale(folder: Path) -> None:
     """Staging folders left by killed runs (under the lock, nobody else can own one)."""
     beside = f".{folder.name}{STAGE}"
-    for path in [*folder.glob(f"{STAGE}*"), *folder.parent.glob(f"{beside}*")]:
+    stale = [p for p in folder.iterdir() if p.name.startswith(STAGE)]
+    stale += [p for p in folder.parent.iterdir() if p.name.startswith(beside)]
+    for path in stale:
         shutil.rmtree(path, ignore_errors=True)
 
 
 def _can_swap(folder: Path) -> bool:
-    """The folder may be exchanged whole when it holds only the lock, is not the working
-    directory, and its parent is on the same filesystem (not a mount point)."""
+    """The folder may be exchanged whole when it holds nothing but the recorded lock, is a
+    real folder (not a symlink) other than the working directory, and its parent is on the
+    same filesystem (not a mount point)."""
     try:
-        if folder.resolve() == Path.cwd().resolve():
+        if folder.is_symlink() or folder.resolve() == Path.cwd().resolve():
             return False
         if os.stat(folder).st_dev != os.stat(folder.resolve().parent).st_dev:
             return False
         if not os.access(folder.resolve().parent, os.W_OK):
             return False
-        return all(_is_ours(path.name) for path in folder.iterdir())
+        recorded = set(read_record(folder) or ())
+        return all(path.name in recorded or (_is_ours(path.name) and not is_lock_file(path.name))
+                   for path in folder.iterdir())
     except OSError:
         return False
 
@@ -316,14 +326,15 @@ def finish_interrupted(folder: Path) -> None:
     if record is None:  # the record is moved last: the set is in place already
         shutil.rmtree(commit)
         return
+    old = read_record(folder) or {}
     for name in record:
         if (commit / name).exists():
             os.replace(commit / name, folder / name)
             fault_step(f"moved {name}")
-    for path in folder.iterdir():
-        if is_lock_file(path.name) and path.name not in record:
-            path.unlink()
-            fault_step(f"removed old {path.name}")
+    for name in old:  # files of the old set that the new one does not have; never anyone else's
+        if name not in record and is_lock_file(name) and (folder / name).is_file():
+            (folder / name).unlink()
+            fault_step(f"removed old {name}")
     os.replace(commit / RECORD, folder / RECORD)
     fault_step("moved the record")
     shutil.rmtree(commit)
