@@ -107,7 +107,7 @@ def canonical_framework(name: str) -> tuple[str, str | None] | None:
     if key in FRAMEWORK_ALIASES:
         return FRAMEWORK_ALIASES[key], None
     for pattern, framework, digits_are in _CUDA_IN_NAME:
-        match = pattern.match(key)
+        match = pattern.fullmatch(key)
         if match:
             digits = match.group(1)
             return framework, digits if digits_are == "major" else f"{int(digits[:-1])}.{digits[-1]}"
