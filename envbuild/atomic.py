@@ -28,6 +28,18 @@ def replacing(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
         raise
 
 
+@contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """An OSError raised inside that names no file (a failed write() does not) names `path`,
+    so the one-line message says where the disk was full or read-only."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with replacing(path) as handle:
         handle.write(text)

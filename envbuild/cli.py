@@ -8,11 +8,13 @@ so that `envbuild resolve` starts fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import signal
 import sys
 
 from envbuild import __version__
-from envbuild.errors import UserError
+from envbuild.errors import EnvironmentProblem, UserError
 
 COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "export", "verify", "doctor")
 
@@ -41,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if hasattr(signal, "SIGXFSZ"):  # past `ulimit -f` a write fails with EFBIG instead of killing us
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UserError as exc:
         return _fail(exc, json_wanted=getattr(args, "json", None) is True)
+    except OSError as exc:  # the operating system's answer (disk full, read-only, ...): one line, exit 3
+        return _fail(os_problem(exc), json_wanted=getattr(args, "json", None) is True)
     except KeyboardInterrupt:
         print("envbuild: interrupted", file=sys.stderr)
         return 130
@@ -69,11 +75,43 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
     return exc.exit_code
 
 
+# errno -> what to do about it
+_OS_HINTS = {
+    errno.ENOSPC: "free space on that filesystem or write somewhere else",
+    errno.EDQUOT: "free space within your quota or write somewhere else",
+    errno.EFBIG: "the file-size limit is too small: raise `ulimit -f` or write somewhere else",
+    errno.EROFS: "the filesystem is read-only: choose a writable folder",
+    errno.EACCES: "you have no permission there: choose a folder you can write to, or fix its permissions",
+    errno.EPERM: "the operation is not permitted there: choose another folder",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
+    errno.EISDIR: "the path is a folder, not a file: check the path",
+    errno.EMFILE: "too many open files: raise `ulimit -n`",
+    errno.EIO: "the disk reported an I/O error: check the device",
+}
+
+
+def os_problem(exc: OSError) -> EnvironmentProblem:
+    """An OSError as one line naming the path and what to do (exit 3)."""
+    where = exc.filename if exc.filename is not None else None
+    if exc.filename2 is not None:
+        where = f"{exc.filename} -> {exc.filename2}"
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return EnvironmentProblem(what, where=None if where is None else str(where),
+                              hint=_OS_HINTS.get(exc.errno, "check the path and try again"))
+
+
 def error_json(exc: UserError) -> dict:
+    from envbuild.urls import mask_text
+
     kind = "environment" if exc.exit_code == 3 else "bad_input"
+
+    def masked(text):
+        return None if text is None else mask_text(text)
+
     return {"verdict": "error",
-            "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": exc.message,
-                      "where": exc.where, "hint": exc.hint}}
+            "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
+                      "where": masked(exc.where), "hint": masked(exc.hint)}}
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ class UserError(Exception):
         text = f"{self.where}: {self.message}" if self.where else self.message
         if self.hint:
             text += f" ({self.hint})"
-        # One line, whatever the input held: control characters are shown escaped.
-        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+        # One line, whatever the input held: control characters are shown escaped, and
+        # credentials in URLs are masked.
+        from envbuild.urls import mask_text
+
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in mask_text(text))
 
 
 class EnvironmentProblem(UserError):

@@ -45,6 +45,11 @@ def has_credentials(url: str) -> bool:
         return False
 
 
+def strip_text(text: str) -> str:
+    """Every URL inside `text` without its credentials (for files that are copied on)."""
+    return _IN_TEXT.sub(lambda m: m.group("scheme"), text)
+
+
 def mask_text(text: str) -> str:
     """Every URL with credentials inside `text`, masked (for installer and solver logs)."""
 

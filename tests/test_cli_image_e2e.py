@@ -172,6 +172,24 @@ def test_same_spec_again_is_a_cache_hit(pushed, docker_client):
     assert "building " not in proc.stderr and "[1/" not in proc.stderr
 
 
+def test_image_context_in_a_folder_with_foreign_files(pushed, tmp_path):
+    """`image --context DIR` keeps the user's files byte-identical, and they are no input to
+    the content tag: the same spec is the same (cached) image."""
+    from test_outputs import foreign_files, snapshot
+
+    ctx = tmp_path / "ctx"
+    foreign_files(ctx)
+    before = snapshot(ctx)
+    args = (*pushed["image_args"], "--context", ctx)
+    refused = envbuild(*args, cwd=pushed["work"])
+    assert refused.returncode == 2 and "did not write" in one_error_line(refused)
+    assert snapshot(ctx) == before
+    proc = ok(envbuild(*args, "--force", cwd=pushed["work"]))
+    assert proc.stdout.split()[0] == pushed["ref"] and "up to date" in proc.stderr
+    assert (ctx / "Dockerfile").is_file()
+    assert snapshot(ctx, skip=("Dockerfile", "envbuild", ".envbuild-outputs")) == before
+
+
 def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_host, docker_client, registry,
                                                               wheelhouse):
     """Step 5: a changed spec builds a new image; without a GPU its verification fails, so its

@@ -218,7 +218,8 @@ def test_a_control_character_in_the_index_url_is_refused(tmp_path):
     spec, _ = pip_resolution("http://127.0.0.1:9/cu121", pip_packages=["einops==0.7.0"])
     done = _cli_lock(tmp_path, spec, "http://127.0.0.1:9/simple\n--trusted-host evil")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.startswith("envbuild: error: --index-url: the index URL") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("envbuild: error: --index-url: ") and "index URL" in done.stderr
+    assert done.stderr.count("\n") == 1
 
 
 def test_files_the_index_publishes_no_hash_for_are_hashed_from_their_bytes(tmp_path):

@@ -64,10 +64,13 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
     try:
         api.lock(spec, resolution, platforms, target)
     except (api.LockConflict, PipLockFailed) as exc:
+        from envbuild.urls import mask_text
+
         # The same refusal `envbuild lock` gives: the conflict in one line each, exit 1.
         for conflict in exc.conflicts or ():
-            print(f"envbuild: lock conflict: {conflict.message}", file=sys.stderr)
+            print(mask_text(f"envbuild: lock conflict: {conflict.message}"), file=sys.stderr)
         if not exc.conflicts:
-            print(f"envbuild: error: the stack could not be locked: {str(exc).splitlines()[0]}", file=sys.stderr)
+            print(mask_text(f"envbuild: error: the stack could not be locked: {(str(exc).splitlines() or [''])[0]}"),
+                  file=sys.stderr)
         raise SystemExit(1) from None
     return target

@@ -14,7 +14,9 @@ def configure(parser) -> None:
 
     add_spec_arguments(parser)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
-                        help="folder to write (replaced as a whole, only once everything was written)")
+                        help="folder to write; only envbuild's own entries there (Dockerfile, envbuild/) are replaced")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a folder that holds other files (they are left as they are)")
     add_build_arguments(parser)
 
 
@@ -23,13 +25,15 @@ def run(args) -> int:
     from pathlib import Path
 
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
-    from envbuild.dockerfile.context import write_context
+    from envbuild.dockerfile import outputs
+    from envbuild.dockerfile.context import OWNED, write_context
 
     spec, resolution = resolve_spec(args)
+    outputs.guard(args.output, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir)
     with tempfile.TemporaryDirectory(prefix="envbuild-dockerfile-") as scratch:
         lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
         context = write_context(args.output, resolution, lock_dir, platform=args.platform,
                                 mirror=args.registry_mirror, pin_digests=args.pin_digests,
-                                wheelhouse=args.wheelhouse)
+                                wheelhouse=args.wheelhouse, force=args.force)
     print(f"wrote {context.path / 'Dockerfile'} (base {context.base_ref}, {context.installer} environment)")
     return 0

@@ -22,6 +22,8 @@ def configure(parser) -> None:
     group.add_argument("--verify", action=argparse.BooleanOptionalAction, default=False,
                        help="run the verification probe on the new image before tagging and pushing it")
     group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
+    group.add_argument("--force", action="store_true",
+                       help="keep the context in a --context folder that holds other files (they are left as they are)")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
     add_build_arguments(parser)
@@ -43,6 +45,12 @@ def run(args) -> int:
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    if args.context is not None:  # a folder that cannot take the context fails before any work
+        from envbuild.dockerfile import outputs
+        from envbuild.dockerfile.context import OWNED
+
+        outputs.guard(args.context, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir,
+                      flag="--context")
     engine.connect()  # fail in a second when the engine is down, not after a full solve
     progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress])
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
@@ -50,7 +58,7 @@ def run(args) -> int:
         options = ImageOptions(repository=repository, extra_tags=tuple(args.tag), push=args.push,
                                platform=args.platform, mirror=args.registry_mirror,
                                pin_digests=args.pin_digests, wheelhouse=args.wheelhouse,
-                               verify=args.verify, keep_context=args.context)
+                               verify=args.verify, keep_context=args.context, force_context=args.force)
         result = make_image(resolution, lock_dir, options, progress=progress)
     print(result.ref)
     if result.pushed_digest:

@@ -35,6 +35,10 @@ def run(args) -> int:
 
     platforms = list(args.platform or [])
     args.platform = platforms[0] if platforms else None
+    if args.index_url is not None:
+        from envbuild.spec.validate import check_index_url
+
+        check_index_url(args.index_url, "--index-url")
     spec = spec_from_args(args)
     from envbuild.resolver import resolve
 
@@ -53,8 +57,10 @@ def run(args) -> int:
     except (LockConflict, PipLockFailed) as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
+    from envbuild.urls import mask_text
+
     for note in result.notes:
-        print(f"envbuild: warning: {note}", file=sys.stderr)
+        print(mask_text(f"envbuild: warning: {note}"), file=sys.stderr)
     if args.json:
         _print_json({
             "verdict": "ok", "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
@@ -107,14 +113,17 @@ def _refuse(resolution, conflicts, raw: str, args) -> int:
         return 1
     from envbuild.report import render
 
+    from envbuild.urls import mask_text
+
     refused = dataclasses.replace(resolution, verdict="conflict", conflicts=tuple(conflicts))
-    print(render(refused))
+    print(mask_text(render(refused)))
     print("nothing was written")
     if args.verbose and raw:
-        print("\nsolver explanation:\n" + raw)
+        print(mask_text("\nsolver explanation:\n" + raw))
     return 1
 
 
 def _print_json(data) -> None:
-    json.dump(data, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    from envbuild.urls import mask_text
+
+    sys.stdout.write(mask_text(json.dumps(data, indent=2)) + "\n")  # no credentials in any value

@@ -35,7 +35,9 @@ def run(args) -> int:
         from envbuild.report import render
 
         text = render(resolution, colour=_colour_wanted(sys.stdout))
-    _write(text + "\n")
+    from envbuild.urls import mask_text
+
+    _write(mask_text(text) + "\n")  # a channel URL's credentials are never shown
     return 0 if resolution.ok else 1
 
 

@@ -11,31 +11,32 @@ Layout (the Dockerfile templates rely on it):
     envbuild/wheelhouse/      wheels for offline installs (--wheelhouse)
     envbuild/image/           copied into the image as /opt/envbuild: probe.py, lock/
 
-The folder is written next to its destination and swapped in only when complete, so a
-failed run leaves the previous context as it was.
+`Dockerfile` and `envbuild/` are the only entries envbuild owns in the folder
+(`outputs.py`): they are written in a staging folder and moved in only when complete, so a
+failed run leaves the previous context as it was, and nothing else there is ever touched.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import tempfile
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild import atomic
-from envbuild.dockerfile import digests, lockfiles, render
+from envbuild.dockerfile import digests, lockfiles, outputs, render
 from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
 from envbuild.errors import UserError
+from envbuild.lock import folder
 from envbuild.model import Resolution
+from envbuild.urls import strip_text
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE.parent / "probe.py"
-BASE_RECORD = "base-image.json"  # written into the lock folder when digests are pinned
-LOCKFILE = "conda-lock.yml"  # gets the pinned digest in its metadata too
+OWNED = ("Dockerfile", "envbuild")  # the context's entries; everything else in the folder is the user's
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     shutil.copy2(HERE / "install.py", ctx / "install.py")
     if PROBE.is_file():
         shutil.copy2(PROBE, ctx / "image" / "probe.py")
-    for path in lock.files:
-        shutil.copy2(path, ctx / "image" / "lock" / path.name)
+    for path in lock.files:  # an index URL's credentials stay out of the image
+        (ctx / "image" / "lock" / path.name).write_text(strip_text(path.read_text(encoding="utf-8")), encoding="utf-8")
     for name, text in extra_lock_files.items():
         (ctx / "image" / "lock" / name).write_text(text, encoding="utf-8")
 
@@ -118,7 +119,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     if lock.pip_lock is not None:
         pip_lines += lock.pip_lock.read_text(encoding="utf-8").splitlines()
     if pip_lines:
-        (ctx / "pip.lock").write_text("\n".join(pip_lines) + "\n", encoding="utf-8")
+        (ctx / "pip.lock").write_text(strip_text("\n".join(pip_lines) + "\n"), encoding="utf-8")
 
     if wheelhouse is not None:
         for wheel in sorted(wheelhouse.iterdir()):
@@ -134,29 +135,19 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         "pip_lock": "pip.lock" if pip_lines else None,
         "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
     }
-    (ctx / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
-
-
-def swap_in(stage: Path, out: Path) -> None:
-    """Replace `out` by the finished `stage` (same parent, so both renames are atomic)."""
-    old = None
-    if out.exists():
-        if not out.is_dir():
-            raise UserError("exists and is not a folder", where=str(out), hint="choose another -o")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-    os.replace(stage, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    (ctx / "plan.json").write_text(strip_text(json.dumps(plan, indent=2)) + "\n", encoding="utf-8")
 
 
 def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
                   mirror: str | None = None, pin_digests: bool = False,
-                  wheelhouse: Path | None = None) -> BuildContext:
+                  wheelhouse: Path | None = None, force: bool = False) -> BuildContext:
+    """Write the context into `out`, replacing only envbuild's own entries there (a folder
+    with other files and no `.envbuild-outputs` record needs `force`)."""
     stack = resolution.resolved
     if not resolution.ok or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
                         hint="run `envbuild resolve` to see the conflicts and their fixes")
+    outputs.guard(out, OWNED, force=force, spec_source=resolution.spec.source, lock_dir=lock_dir)
     platform = platform or stack.platform
     lock = lockfiles.read_lock_dir(lock_dir, platform)
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -168,18 +159,26 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     if digest:
         record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],
                              "digest": digest}, indent=2) + "\n"
-        extra[BASE_RECORD] = record
-        atomic.write_text(lock_dir / BASE_RECORD, record)
-        if (lock_dir / LOCKFILE).is_file():
+        extra[folder.BASE_RECORD] = record
+        _record_base(lock_dir, record, stack.base_image.ref, digest)
+    out = Path(os.path.abspath(out))
+    with atomic.naming(out):
+        stage = outputs.staging(out)
+        try:
+            _fill(stage, lock, dockerfile, wheelhouse, extra)
+            outputs.replace_owned(out, stage, OWNED)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+
+
+def _record_base(lock_dir: Path, record: str, ref: str, digest: str) -> None:
+    """The pinned base goes into the lock: base-image.json, and conda-lock.yml's metadata,
+    replaced together with the rest of the set as one unit."""
+    def edit(new) -> None:
+        if folder.CONDA_LOCKFILE in new.names:
             from envbuild.lock.conda_lockfile import record_base_image
 
-            record_base_image(lock_dir / LOCKFILE, stack.base_image.ref, digest)
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        _fill(stage, lock, dockerfile, wheelhouse, extra)
-        swap_in(stage, out)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+            record_base_image(new.path / folder.CONDA_LOCKFILE, ref, digest)
+
+    folder.update(lock_dir, {folder.BASE_RECORD: record}, edit)

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envbuild.errors import UserError
+from envbuild.lock import folder
 
-# `envbuild lock` writes requirements.lock for its first platform, requirements-<p>.lock for others.
-PIP_LOCK_NAMES = ("requirements-{platform}.lock", "requirements.lock")
 HEX = re.compile(r"^[0-9a-f]+$")
 
 
@@ -106,10 +105,11 @@ def read_lock_dir(lock_dir: Path, platform: str) -> LockInput:
     """Find and read the lockfiles for `platform`; a clear error names what is missing."""
     if not lock_dir.is_dir():
         raise UserError("lock folder does not exist", where=str(lock_dir), hint="run `envbuild lock SPEC -o DIR` first")
-    explicit = lock_dir / f"conda-{platform}.lock"
-    unified = lock_dir / "conda-lock.yml"
-    pip_lock = next((lock_dir / n.format(platform=platform) for n in PIP_LOCK_NAMES
-                     if (lock_dir / n.format(platform=platform)).is_file()), None)
+    explicit = lock_dir / folder.explicit_name(platform)
+    unified = lock_dir / folder.CONDA_LOCKFILE
+    # `envbuild lock` writes requirements.lock for its first platform, requirements-<p>.lock for others.
+    pip_names = (folder.pip_lock_name(platform, first=False), folder.PIP_LOCKFILE)
+    pip_lock = next((lock_dir / n for n in pip_names if (lock_dir / n).is_file()), None)
     if explicit.is_file():
         files = [explicit] + ([unified] if unified.is_file() else [])
         _, pip_lines = parse_conda_lock_yml(unified, platform) if unified.is_file() and not pip_lock else ((), ())
@@ -123,5 +123,5 @@ def read_lock_dir(lock_dir: Path, platform: str) -> LockInput:
     if pip_lock:
         return LockInput(files=(pip_lock,), pip_lock=pip_lock)
     raise UserError(f"no lockfile for {platform} (looked for {explicit.name}, {unified.name}, "
-                    f"{', '.join(n.format(platform=platform) for n in PIP_LOCK_NAMES)})",
+                    f"{', '.join(pip_names)})",
                     where=str(lock_dir), hint="run `envbuild lock SPEC -o DIR` first")

@@ -27,6 +27,7 @@ class ImageOptions:
     verify: bool = False
     check_registry: bool = True  # look for the content tag in the registry before building
     keep_context: Path | None = None  # write the build context here instead of a temp folder
+    force_context: bool = False  # keep_context may hold other files (left as they are)
 
 
 @dataclass
@@ -76,7 +77,8 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
     try:
         out = options.keep_context or workdir / "context"
         context = write_context(out, resolution, lock_dir, platform=platform, mirror=options.mirror,
-                                pin_digests=options.pin_digests, wheelhouse=options.wheelhouse)
+                                pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
+                                force=options.force_context)
         content = tag.content_tag(resolution, context.path, context.base_digest, platform)
         ref = f"{repository}:{content}"
         result = ImageResult(ref=ref, image_id=engine.local_image_id(client, ref), cached=None)

@@ -11,14 +11,18 @@ import hashlib
 from pathlib import Path
 
 from envbuild import __version__
+from envbuild.dockerfile.context import OWNED
 from envbuild.model import Resolution, sha256_json, to_jsonable
 
 TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
 
 
-def file_digests(root: Path) -> dict[str, str]:
+def file_digests(root: Path, names: tuple[str, ...] | None = None) -> dict[str, str]:
+    """sha256 (with an x/- mode flag) of every file under `root`, or under its entries `names`."""
+    tops = [root / name for name in names] if names is not None else [root]
+    files = [p for top in tops for p in ([top] if top.is_file() else top.rglob("*")) if p.is_file()]
     digests = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(files):
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
@@ -33,7 +37,7 @@ def canonical_inputs(resolution: Resolution, context_dir: Path, base_digest: str
     return {
         "stack": to_jsonable(resolution.resolved),
         "spec": resolution.spec.hash(),
-        "context": file_digests(context_dir),
+        "context": file_digests(context_dir, OWNED),  # the user's own files in that folder are no input
         "base_digest": base_digest,
         "platform": platform,
         "data_version": {"matrices": resolution.matrix_version, "envbuild": __version__},

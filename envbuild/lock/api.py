@@ -1,11 +1,13 @@
 """`lock(spec, resolution, platforms, out_dir)`: solve and write every lockfile the
 resolved stack needs, atomically. Used by `envbuild lock` and by the image builder.
 
-Files written in `out_dir` (names are part of the interface):
+Files written in `out_dir` (names are part of the interface, see `envbuild.lock.folder`):
   conda-lock.yml               conda-lock unified lockfile, all platforms (conda path)
   conda-<platform>.lock        @EXPLICIT file per platform (conda path)
   requirements.lock            pip lock for the first platform (pip requirements present)
   requirements-<platform>.lock pip lock for each further platform
+  .envbuild-lock.json          the sha256 of each file above (`lock --check` verifies them)
+The set replaces the folder's previous lock as one unit (`folder.replacing`).
 """
 from __future__ import annotations
 
@@ -47,8 +49,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     (a resolution with conflicts is refused the same way), UserError for bad input and
     EnvironmentProblem when an index or channel cannot be read. A pip lock without hashes
     is refused unless `allow_unhashed`."""
-    from envbuild.lock import conda_lockfile, pip_lock
-    from envbuild.lock.files import staging
+    from envbuild.lock import conda_lockfile, folder, pip_lock
     from envbuild.lock.metadata import custom_metadata
     from envbuild.lock.request import build_requests, needs_conda
     from envbuild.lock.solve import solve
@@ -93,24 +94,24 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
 
     notes = tuple(dict.fromkeys(lock.note for _, lock in pip_locks if lock.note))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create the lock folder ({exc.strerror})", where=str(out),
-                        hint="name a folder you can write to") from None
-    with staging(out) as stage:
-        if requests:
-            virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
-            lockfile = conda_lockfile.build_lockfile(
-                solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec))
-            conda_lockfile.write_lockfile(lockfile, stage.file(conda_lockfile.LOCKFILE))
+    lockfile = None
+    if requests:
+        virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
+        lockfile = conda_lockfile.build_lockfile(
+            solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec))
+    # The new set replaces the old one whole: files this run no longer produces (a dropped
+    # platform, a switch between conda and pip) go with it.
+    with folder.replacing(out) as new:
+        if lockfile is not None:
+            folder.fault_step(f"open {folder.CONDA_LOCKFILE}")
+            conda_lockfile.write_lockfile(lockfile, new.file(folder.CONDA_LOCKFILE))
+            folder.fault_step(f"wrote {folder.CONDA_LOCKFILE}")
             for platform, packages in solved.items():
-                stage.write_text(conda_lockfile.explicit_name(platform),
-                                 conda_lockfile.render_explicit(platform, packages, stamp))
+                new.write_text(folder.explicit_name(platform), conda_lockfile.render_explicit(platform, packages, stamp))
         for name, lock_ in pip_locks:
-            stage.write_text(name, pip_lock.render(lock_, stamp))
-        written = stage.commit()
-    _remove_stale(out, {p.name for p in written})
+            new.write_text(name, pip_lock.render(lock_, stamp))
+        names = list(new.names)
+    written = [out / name for name in names]
     return LockResult(
         out_dir=out, platforms=chosen, files=tuple(written), conda=solved,
         pip_hashed=all(lock_.hashed for _, lock_ in pip_locks) if pip_locks else None,
@@ -125,12 +126,3 @@ def _sources(spec: Spec) -> list[str]:
         return []
     return [Path(spec.source).name]
 
-
-def _remove_stale(out: Path, keep: set[str]) -> None:
-    """Lockfiles of a previous run that this run no longer produces (a dropped platform,
-    a switch between conda and pip) would be read as current; remove them."""
-    patterns = ("conda-lock.yml", "conda-*.lock", "requirements.lock", "requirements-*.lock")
-    for pattern in patterns:
-        for path in out.glob(pattern):
-            if path.name not in keep:
-                path.unlink()

@@ -1,9 +1,11 @@
 """`envbuild lock --check`: does the lock in a folder still match the spec, the matrix
-data and the resolved stack? Returns the reasons it does not (empty = up to date)."""
+data and the resolved stack, and is it the complete set that was written (every file
+against the sha256 recorded with it)? Returns the reasons it is not (empty = up to date)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from envbuild.lock import folder
 from envbuild.lock.metadata import read_custom_metadata, stamp_for
 from envbuild.model import Resolution, Spec
 
@@ -11,7 +13,7 @@ from envbuild.model import Resolution, Spec
 def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
     import yaml
 
-    from envbuild.lock import conda_lockfile, pip_lock
+    from envbuild.lock import pip_lock
     from envbuild.lock.api import target_platforms
     from envbuild.lock.request import needs_conda
 
@@ -23,24 +25,33 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
     problems: list[str] = []
 
     if needs_conda(spec, resolution):
-        path = out / conda_lockfile.LOCKFILE
+        path = out / folder.CONDA_LOCKFILE
         if not path.exists():
             problems.append(f"{path} is missing")
         else:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            try:
+                data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (yaml.YAMLError, UnicodeDecodeError):
+                data = None
+            if not isinstance(data, dict):
+                problems.append(f"{path} is not a conda-lock file")
+                data = {}
             found = read_custom_metadata((data.get("metadata") or {}).get("custom_metadata"))
             problems += [f"{path.name}: {line}" for line in stamp.differences(found)]
             for platform in chosen:
-                if not (out / conda_lockfile.explicit_name(platform)).exists():
-                    problems.append(f"{out / conda_lockfile.explicit_name(platform)} is missing")
+                if not (out / folder.explicit_name(platform)).exists():
+                    problems.append(f"{out / folder.explicit_name(platform)} is missing")
 
     for i, platform in enumerate(chosen):
         if pip_lock.build_pip_request(spec, resolution, platform, None) is None:
             continue
-        path = out / pip_lock.lock_name(platform, i == 0)
+        path = out / folder.pip_lock_name(platform, i == 0)
         if not path.exists():
             problems.append(f"{path} is missing")
             continue
         found = pip_lock.read_stamp(path.read_text(encoding="utf-8"))
         problems += [f"{path.name}: {line}" for line in stamp.differences(found)]
+
+    if not problems and out.is_dir():  # the stamps agree: is every file the one written with them?
+        problems += folder.verify(out)
     return problems

@@ -3,21 +3,14 @@ own models and writer, so `conda-lock render`/`install` read it) and as one `@EX
 file per platform for plain `conda create --file` / `micromamba create -f`."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from envbuild.errors import UserError
+from envbuild.lock.folder import explicit_name
 from envbuild.lock.metadata import PREFIX, Stamp
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.solve import LockedPackage
 from envbuild.model import sha256_json
-
-LOCKFILE = "conda-lock.yml"
-
-
-def explicit_name(platform: str) -> str:
-    return f"conda-{platform}.lock"
-
 
 def _dependencies(depends: tuple[str, ...]) -> dict[str, str]:
     """`name -> version spec` as conda-lock records them (build pins dropped, the same
@@ -85,20 +78,16 @@ def write_lockfile(lockfile, path: Path) -> None:
 
 
 def record_base_image(path: Path, ref: str, digest: str) -> None:
-    """Add a pinned base image and its digest to an existing conda-lock.yml's metadata, so
-    the lock names the exact base it was built on. Written atomically beside the original."""
+    """Add a pinned base image and its digest to a conda-lock.yml's metadata, so the lock
+    names the exact base it was built on. `path` is the copy in a lock folder's staging
+    folder (`folder.update`), which replaces the lock as a unit."""
     from conda_lock.lockfile import parse_conda_lock_file
 
     lockfile = parse_conda_lock_file(path)
     custom = dict(lockfile.metadata.custom_metadata or {})
     custom.update({PREFIX + "base_image": ref, PREFIX + "base_digest": digest})
     meta = lockfile.metadata.model_copy(update={"custom_metadata": custom})
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write_lockfile(lockfile.model_copy(update={"metadata": meta}), tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_lockfile(lockfile.model_copy(update={"metadata": meta}), path)
 
 
 def render_explicit(platform: str, packages: list[LockedPackage], stamp: Stamp) -> str:

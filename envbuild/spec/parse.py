@@ -7,6 +7,9 @@ text as written: YAML reads `python: 3.10` as the float 3.1, and the validator n
 """
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,19 +64,53 @@ class RawSpec:
                 del table[stale]
 
 
+MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a spec is a few hundred bytes; anything near this is a mistake
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
 def read_spec_file(path: str | Path) -> RawSpec:
+    """A spec from a regular file, or from stdin when `path` is `-`: at most MAX_SPEC_BYTES,
+    read with that limit, so a device, a pipe or a huge file is refused at once."""
     source = str(path)
+    if source == "-":
+        data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
+        return parse_text(_decode(data, "<stdin>"), "<stdin>")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise UserError("spec file not found", where=source, hint="check the path") from None
     except IsADirectoryError:
-        raise UserError("is a directory, not a spec file", where=source) from None
+        raise UserError("is a directory, not a spec file", where=source, hint="name the spec file") from None
+    except OSError as exc:
+        raise UserError(f"cannot read spec file: {exc.strerror}", where=source, hint="check the path and its permissions") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise UserError(f"is {kind}, not a spec file", where=source,
+                        hint="give a regular YAML file, or - to read the spec from stdin")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_SPEC_BYTES:
+            raise UserError(f"spec file is {info.st_size} bytes; the limit is {MAX_SPEC_BYTES} (1 MiB)", where=source,
+                            hint="a spec is a short YAML file: check that this is the right file")
+        try:
+            data = handle.read(MAX_SPEC_BYTES + 1)  # /proc-style files report size 0
+        except OSError as exc:
+            raise UserError(f"cannot read spec file: {exc.strerror}", where=source) from None
+    return parse_text(_decode(data, source), source)
+
+
+def _decode(data: bytes, source: str) -> str:
+    if len(data) > MAX_SPEC_BYTES:
+        raise UserError(f"spec is larger than {MAX_SPEC_BYTES} bytes (1 MiB)", where=source,
+                        hint="a spec is a short YAML file: check that this is the right input")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"spec file is not UTF-8 text (byte {exc.start})", where=source) from None
-    except OSError as exc:
-        raise UserError(f"cannot read spec file: {exc.strerror}", where=source) from None
-    return parse_text(text, source)
 
 
 def parse_text(text: str, source: str | None = None) -> RawSpec:
@@ -137,9 +174,15 @@ class _Builder:
         try:
             if isinstance(node, yaml.MappingNode):
                 self._expect_tag(node, "map")
-                self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
+                # YAML merge keys: `<<: *base` brings in base's keys, and a key written in
+                # the mapping itself overrides a merged one. Only keys written twice in the
+                # same mapping are duplicates.
+                explicit = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
+                self.loader.flatten_mapping(node)  # merged pairs first, then the explicit ones
+                merged_count = len(node.value) - explicit
                 value: Any = {}
-                for key_node, value_node in node.value:
+                written: set[str] = set()
+                for index, (key_node, value_node) in enumerate(node.value):
                     if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
                         raise UserError(
                             f"keys must be plain names, not {key_node.tag.rsplit(':', 1)[-1]}",
@@ -147,8 +190,11 @@ class _Builder:
                             hint="quote the key",
                         )
                     name = key_node.value
-                    if name in value:
-                        raise UserError(f"duplicate key {name!r}", where=self.at(key_node), hint="keep one of them")
+                    if index >= merged_count:
+                        if name in written:
+                            raise UserError(f"duplicate key {name!r}", where=self.at(key_node), hint="keep one of them")
+                        written.add(name)
+                    self.raw._forget(path + (name,))  # an overridden merged value leaves no positions behind
                     self.raw.key_locations[path + (name,)] = self.at(key_node)
                     value[name] = self.build(value_node, path + (name,))
             elif isinstance(node, yaml.SequenceNode):

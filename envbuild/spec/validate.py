@@ -49,17 +49,27 @@ _CPU_ONLY = {"tensorflow-cpu": "tensorflow", "pytorch-cpu": "pytorch", "cupy-cpu
 # Conda packages that choose the CUDA variant; the spec sets that with `cuda:` instead.
 _CUDA_PACKAGES = {"cudatoolkit", "pytorch-cuda", "cuda-version", "cuda-toolkit", "cuda"}
 
-_DRIVER = re.compile(r"^\d{2,4}\.\d{1,3}(\.\d{1,3})?$")
-_CC = re.compile(r"^(?:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)$", re.IGNORECASE)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SPEC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(\.\d{1,3})?")
+_CC = re.compile(r"(?:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)", re.IGNORECASE)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPEC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 # Docker image references: [registry[:port]/]path[:tag][@sha256:digest]
 _REGISTRY = r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:]+\])(?::\d+)?|[A-Za-z0-9-]+:\d+)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REF = re.compile(
-    rf"^(?:(?P<registry>{_REGISTRY})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+    rf"(?:(?P<registry>{_REGISTRY})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
+)
+# Every pattern here is applied with re.fullmatch (\A...\Z): `$` would accept a final newline.
+# A channel: a name (conda-forge, pytorch/label/nightly), a URL or a local folder. No spaces,
+# quotes, `;`, `$` or backticks: it ends up in lockfiles and solver command lines.
+_CHANNEL = re.compile(r"[A-Za-z0-9_.~/+-]+|[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_.~/:@%+=,-]+")
+# A conda MatchSpec: [channel::]name[ version[ build]] and an optional [key=value,...] part.
+_CONDA_SPEC = re.compile(
+    r"(?:[A-Za-z0-9_.\-/:]+::)?[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+    r"(?:\[[A-Za-z0-9_.*=<>!,|~' -]*\])?"
+    r"(?:[ =<>!~][A-Za-z0-9_.*+=<>!,|~ -]*)?"
 )
 
 
@@ -98,7 +108,7 @@ def canonical_framework(name: str) -> tuple[str, str | None] | None:
     if key in FRAMEWORK_ALIASES:
         return FRAMEWORK_ALIASES[key], None
     for pattern, framework, digits_are in _CUDA_IN_NAME:
-        match = pattern.match(key)
+        match = pattern.fullmatch(key)
         if match:
             digits = match.group(1)
             return framework, digits if digits_are == "major" else f"{int(digits[:-1])}.{digits[-1]}"
@@ -141,9 +151,19 @@ class _Validator:
             value = self.raw.text(path, value)
         if not isinstance(value, str):
             raise self.fail(path, f"{self.label(path)} must be a string, not {_kind(value)}", 'quote it: "..."')
+        self.printable(path, value)
         if not value.strip():
             raise self.fail(path, f"{self.label(path)} is empty", "remove the key or give a value")
         return value.strip()
+
+    def printable(self, path: tuple, text: str, *, key: bool = False) -> None:
+        """No control or other unprintable characters: every string may end up in a
+        Dockerfile, a lockfile or a command line, where a newline starts a new instruction."""
+        bad = next((c for c in text if not c.isprintable()), None)
+        if bad is not None:
+            shown = bad.encode("unicode_escape").decode()
+            raise self.fail(path, f"{self.label(path)} holds the control character {shown}",
+                            "remove it (names and values are single-line text)", key=key)
 
     def mapping(self, path: tuple) -> dict:
         value = self.get(path)
@@ -229,7 +249,7 @@ class _Validator:
         if strict is not None and not isinstance(strict, bool):
             raise self.fail(("strict",), f"strict must be true or false, not {strict!r}")
         name = self.string(("name",))
-        if name is not None and not _SPEC_NAME.match(name):
+        if name is not None and not _SPEC_NAME.fullmatch(name):
             raise self.fail(("name",), f"name {name!r} has characters other than letters, digits, . _ -")
 
         return Spec(
@@ -244,7 +264,7 @@ class _Validator:
             installer=installer,
             base=base,
             base_image=base_image,
-            channels=tuple(self.string_list(("channels",))),
+            channels=self.channels(),
             conda_packages=tuple(self.packages("conda")),
             pip_packages=tuple(self.packages("pip")),
             env=self.env(),
@@ -288,6 +308,9 @@ class _Validator:
         chosen: dict[str, str | None] = {}
         implied: dict[str, tuple[str, tuple]] = {}
         for path, written, constraint in entries:
+            self.printable(path, str(written), key=True)
+            if isinstance(constraint, str):
+                self.printable(path, constraint)
             known = canonical_framework(written)
             if known is None:
                 lowered = str(written).lower()
@@ -368,7 +391,7 @@ class _Validator:
         text = self.string(path)
         if text is None:
             return None
-        if not _DRIVER.match(text):
+        if not _DRIVER.fullmatch(text):
             raise self.fail(
                 path, f"malformed driver version {text!r}",
                 "write it as nvidia-smi prints it, e.g. 535.104.05",
@@ -387,7 +410,7 @@ class _Validator:
     def gpu(self, path: tuple, name: str) -> str:
         from envbuild.versions import parse_compute_capability
 
-        if _CC.match(name):
+        if _CC.fullmatch(name):
             major, minor = parse_compute_capability(name)
             if not 1 <= major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
@@ -416,7 +439,7 @@ class _Validator:
         raise self.fail(("base",), f"unknown base {family!r}", hint)
 
     def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:
-        match = _IMAGE_REF.match(text)
+        match = _IMAGE_REF.fullmatch(text)
         if not match:
             raise self.fail(path, f"malformed image reference {text!r}", "write e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04")
         has_tag = bool(match.group("tag") or match.group("digest"))
@@ -430,6 +453,16 @@ class _Validator:
         path = ("image", "repository")
         text = self.string(path)
         return None if text is None else self.image_ref(path, text, tag=False)
+
+    def channels(self) -> tuple[str, ...]:
+        path = ("channels",)
+        out = []
+        for i, channel in enumerate(self.string_list(path)):
+            if not _CHANNEL.fullmatch(channel):
+                raise self.fail(path + (i,), f"malformed channel {channel!r}",
+                                "give a channel name (conda-forge), a URL or a folder path, without spaces or quotes")
+            out.append(channel)
+        return tuple(out)
 
     def packages(self, kind: str) -> list[str]:
         path = ("packages", kind)
@@ -448,6 +481,9 @@ class _Validator:
                 )
             if kind == "conda" and name in _CUDA_PACKAGES:
                 raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
+            if kind == "conda" and not _CONDA_SPEC.fullmatch(item):
+                raise self.fail(where, f"malformed conda package {item!r}",
+                                "write a conda MatchSpec, e.g. numpy, numpy>=1.26 or conda-forge::numpy=1.26")
             if kind == "pip":
                 _check_pip_requirement(item, lambda msg: self.fail(where, msg, "write a PEP 508 requirement, e.g. einops==0.7.0"))
         return items
@@ -456,7 +492,8 @@ class _Validator:
         out = {}
         for key, value in self.mapping(("env",)).items():
             path = ("env", key)
-            if not _ENV_NAME.match(key):
+            self.printable(path, key, key=True)
+            if not _ENV_NAME.fullmatch(key):
                 raise self.fail(path, f"env name {key!r} is not a valid variable name", "use letters, digits and _", key=True)
             if isinstance(value, (dict, list)) or value is None:
                 raise self.fail(path, f"env.{key} must be a string, not {_kind(value)}", 'quote it: "..."')
@@ -464,8 +501,32 @@ class _Validator:
             text = self.raw.texts.get(path)
             if text is None:
                 text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            self.printable(path, text)
             out[key] = text
         return tuple(sorted(out.items()))
+
+
+_INDEX_URL = re.compile(r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file://)[A-Za-z0-9_.~/:@%+=,&?!*()-]*")
+
+
+def check_index_url(text: str, where: str) -> str:
+    """A pip index URL as the lock and pip's command line take it: http(s) or file, one line,
+    no spaces or quotes (credentials, if any, are masked in every message and file)."""
+    from urllib.parse import urlsplit
+
+    from envbuild.urls import mask
+
+    ok = _INDEX_URL.fullmatch(text) is not None
+    if ok:
+        try:
+            parts = urlsplit(text)
+            ok = parts.scheme == "file" or bool(parts.hostname)
+        except ValueError:
+            ok = False
+    if not ok:
+        raise UserError(f"malformed index URL {mask(text)!r}", where=where,
+                        hint="write e.g. https://pypi.org/simple; put credentials in ~/.netrc or keyring, not in the URL")
+    return text
 
 
 def _same_cuda(a: str, b: str) -> bool:
