@@ -14,7 +14,7 @@ import sys
 from envbuild import __version__
 from envbuild.errors import UserError
 
-COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor")
+COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "verify", "doctor", "init")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,14 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UserError as exc:
-        return _fail(exc, json_wanted="--json" in argv)
+        return _fail(exc, json_wanted=any(a == "--json" or a.startswith("--json=") for a in argv))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        return _fail(exc, json_wanted=getattr(args, "json", None) is True)
+        from envbuild.jsonout import wanted
+
+        return _fail(exc, json_wanted=wanted(args))
     except KeyboardInterrupt:
         print("envbuild: interrupted", file=sys.stderr)
         return 130
@@ -60,7 +62,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(exc: UserError, *, json_wanted: bool) -> int:
     """The one-line error on stderr; with --json also one JSON object on stdout, so a CI
-    parser never reads an empty stdout (schema: schema/error.schema.json)."""
+    parser never reads an empty stdout (schema: schema/error.schema.json).
+
+    Evidence (a failed build's step and log tail) comes first, the summary line last: the
+    one-line rule is for the summary, the evidence keeps its lines."""
+    if exc.evidence:
+        from envbuild.terminal import for_stream
+
+        sys.stderr.write(for_stream(exc.evidence, sys.stderr).rstrip("\n") + "\n")
     print(f"envbuild: error: {exc.line()}", file=sys.stderr)
     if json_wanted:
         import json
@@ -70,10 +79,13 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
 
 
 def error_json(exc: UserError) -> dict:
-    kind = "environment" if exc.exit_code == 3 else "bad_input"
+    from envbuild.terminal import strip_ansi
+
+    kind = {2: "bad_input", 3: "environment"}.get(exc.exit_code, "failed")  # failed: a build/push/verify, exit 1
+    evidence = strip_ansi(exc.evidence) if exc.evidence else None
     return {"verdict": "error",
             "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": exc.message,
-                      "where": exc.where, "hint": exc.hint}}
+                      "where": exc.where, "hint": exc.hint, "evidence": evidence}}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import image_support as support
 from envbuild.dockerfile.context import write_context
 from envbuild.dockerfile.digests import manifest_digest
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.image.build import BuildFailed
 from envbuild.image.make import ImageOptions, make_image
 
@@ -132,15 +132,24 @@ def test_broken_step_reports_it_and_keeps_the_previous_tag(docker_client, regist
     stable = f"{registry}/envbuild-tests/stable:stable"
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
 
-    # A lock naming a wheel the wheelhouse does not have: pip fails inside the install step.
+    # A lock whose hash the wheelhouse's wheel does not match: pip refuses it inside the install step.
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "requirements.lock").write_text("envbuild-missing==9.9\n")
+    (tmp_path / "bad" / "requirements.lock").write_text(f"envbuild-stable==1.0 --hash=sha256:{'0' * 64}\n")
     with pytest.raises(BuildFailed) as info:
         make_image(resolution, tmp_path / "bad", opts)
     message = info.value.line()
     assert "build step 5/" in message and "RUN python3 /tmp/envbuild/install.py" in message
-    assert "envbuild-missing" in message  # pip's own complaint, from the end of the step's log
+    assert "\n" not in message and "\\n" not in message  # the summary is one line
+    # pip's own complaint, from the end of the step's log, is the evidence shown before the summary
+    assert "DO NOT MATCH THE HASHES" in info.value.evidence and "last lines of its log:" in info.value.evidence
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
+
+    # A lock naming a wheel the wheelhouse does not have: refused, naming it, before any build.
+    (tmp_path / "missing").mkdir()
+    (tmp_path / "missing" / "requirements.lock").write_text("envbuild-missing==9.9\n")
+    with pytest.raises(UserError, match=r"the wheelhouse lacks locked file\(s\) envbuild-missing==9\.9") as info:
+        make_image(resolution, tmp_path / "missing", opts)
+    assert info.value.exit_code == 2
 
 
 def test_pin_digests_through_basic_auth(docker_client, auth_registry, registry, base_image, conda_lock,

@@ -38,9 +38,12 @@ def resolve_spec(args):
 
     resolution = resolve(spec)
     if not resolution.ok:
+        from envbuild.jsonout import emit, wanted
         from envbuild.report import render
 
         print(render(resolution, colour=False), file=sys.stderr)
+        if wanted(args):  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
+            emit(resolution.to_json())
         raise SystemExit(1)
     return spec, resolution
 
@@ -69,5 +72,11 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
             print(f"envbuild: lock conflict: {conflict.message}", file=sys.stderr)
         if not exc.conflicts:
             print(f"envbuild: error: the stack could not be locked: {str(exc).splitlines()[0]}", file=sys.stderr)
+        from envbuild.jsonout import emit, wanted
+
+        if wanted(args):
+            emit({"verdict": "conflict", "stage": "lock", "spec_hash": spec.hash(),
+                  "conflicts": [{"message": c.message} for c in exc.conflicts or ()]
+                  or [{"message": str(exc).splitlines()[0]}]})
         raise SystemExit(1) from None
     return target

@@ -24,6 +24,9 @@ def configure(parser) -> None:
     group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress output (errors only)")
+    group.add_argument("--json", action="store_true",
+                       help="print the outcome as one JSON object (schema/image.schema.json)")
     add_build_arguments(parser)
 
 
@@ -35,7 +38,7 @@ def run(args) -> int:
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.errors import UserError
     from envbuild.image import engine
-    from envbuild.image.build import Progress
+    from envbuild.progress import Progress
     from envbuild.image.make import ImageOptions, make_image
 
     spec, resolution = resolve_spec(args)
@@ -44,7 +47,8 @@ def run(args) -> int:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
     engine.connect()  # fail in a second when the engine is down, not after a full solve
-    progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress])
+    progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress],
+                        quiet=args.quiet)
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
         lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
         options = ImageOptions(repository=repository, extra_tags=tuple(args.tag), push=args.push,
@@ -52,7 +56,36 @@ def run(args) -> int:
                                pin_digests=args.pin_digests, wheelhouse=args.wheelhouse,
                                verify=args.verify, keep_context=args.context)
         result = make_image(resolution, lock_dir, options, progress=progress)
+    if args.json:
+        from envbuild.jsonout import emit
+
+        emit(image_json(result, repository, resolution))
+        return 0
     print(result.ref)
     if result.pushed_digest:
         print(f"{repository}@{result.pushed_digest}")
     return 0
+
+
+def image_json(result, repository: str, resolution) -> dict:
+    """`image --json` (schema/image.schema.json)."""
+    verification = result.verification
+    return {
+        "verdict": "ok",
+        "reference": result.ref,
+        "repository": repository,
+        "content_tag": result.ref.rsplit(":", 1)[1],
+        "digest": result.pushed_digest,
+        "image_id": result.image_id,
+        "tags": list(result.tags),
+        "cache_hit": result.cached is not None,
+        "cached": result.cached,
+        "pushed": result.pushed_digest is not None,
+        "base": {"reference": result.base_ref, "digest": result.base_digest},
+        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes},
+        "verification": {"verdict": "pass" if verification["ok"] else "fail", **verification}
+        if verification else {"verdict": "not_run"},
+        "spec_hash": resolution.spec.hash(),
+        "matrix_version": resolution.matrix_version,
+        "seconds": round(result.seconds, 2),
+    }

@@ -42,6 +42,7 @@ class RenderInput:
     installer: str  # conda | pip: what the lock holds
     base_ref: str  # what FROM names: the catalog reference after mirror and digest pinning
     base_digest: str | None = None
+    installed: tuple[tuple[str, str], ...] = ()  # (package, version) from the lock: frameworks, key libraries
 
 
 def template_path(family: str) -> Path:
@@ -115,6 +116,8 @@ def labels(data: RenderInput) -> dict[str, str]:
         f"{LABEL_NS}.prefix": PREFIX,
         f"{LABEL_NS}.probe": PROBE_PATH,
     }
+    # What the lock installs, not the constraint asked for (`cupy==13` installs 13.6.0).
+    values.update({f"{LABEL_NS}.installed.{name}": version for name, version in data.installed})
     return {k: v for k, v in values.items() if v}
 
 

@@ -35,7 +35,7 @@ class Report:
 
     @property
     def checks(self) -> list[dict[str, Any]]:
-        return self.runner_checks + list(self.probe.get("checks", []))
+        return with_signatures(self.runner_checks + list(self.probe.get("checks", [])))
 
     @property
     def failed_required(self) -> list[str]:
@@ -49,9 +49,20 @@ class Report:
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
+    def properties(self) -> dict[str, str]:
+        """What the checks ran on: image, GPUs, driver (JUnit testsuite properties)."""
+        info = self.probe
+        gpus = "; ".join(f"{g.get('name')} (cc {g.get('compute_capability') or '?'})" for g in info.get("gpus") or [])
+        values = {"image": self.image, "gpu_request": self.gpu_request or "none", "gpus": gpus or "none",
+                  "driver": info.get("driver") or "none", "driver_max_cuda": info.get("driver_max_cuda") or "none",
+                  "image_cuda": info.get("image_cuda") or "none", "host": info.get("host") or "",
+                  "probe_version": str(info.get("probe_version") or "")}
+        return {k: str(v) for k, v in values.items() if v}
+
     def to_json(self) -> dict[str, Any]:
         counts = {s: sum(1 for c in self.checks if c["status"] == s) for s in probe_module.STATUSES}
         return {
+            "verdict": "pass" if self.ok else "fail",
             "image": self.image,
             "gpu_request": self.gpu_request,
             "ok": self.ok,
@@ -60,6 +71,33 @@ class Report:
             "checks": self.checks,
             "probe": {k: v for k, v in self.probe.items() if k != "checks"},
         }
+
+
+GENERIC_SIGNATURE = "check_failed"  # a failure no known signature explains
+
+
+def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each check with a machine-readable `signature`: the recognised failure (see
+    docs/verify.md) for a failed or warning check, null for a passing or skipped one.
+    GPU checks that failed only because no GPU was passed in share the reason the
+    runner found for that (e.g. `no_gpu_runtime`), else `no_device`."""
+    run_level = next((c.get("data", {}).get("signature") or (probe_module.recognise_failure(
+        " ".join(str(c.get(k) or "") for k in ("details", "cause"))) or {}).get("name")
+        for c in checks if c["name"] == "runner.gpu_request" and c["status"] == "fail"), None)
+    out = []
+    for c in checks:
+        signature = None
+        if c["status"] in ("fail", "warn"):
+            signature = (c.get("data") or {}).get("signature")
+            if not signature:
+                found = probe_module.recognise_failure(" ".join(str(c.get(k) or "") for k in ("details", "cause")))
+                signature = found["name"] if found else None
+            if not signature and probe_module.NO_GPU in str(c.get("details") or ""):
+                signature = run_level or "no_device"
+            if not signature and c["status"] == "fail":
+                signature = GENERIC_SIGNATURE
+        out.append(dict(c, signature=signature))
+    return out
 
 
 def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *, client=None,
