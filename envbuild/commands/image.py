@@ -46,7 +46,7 @@ def run(args) -> int:
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
-    engine.connect()  # fail in a second when the engine is down, not after a full solve
+    engine.ping()  # fail in a second when the engine is down, not after a full solve
     progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress],
                         quiet=args.quiet)
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:

@@ -81,7 +81,6 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
         from envbuild.image.credentials import check_push_access
 
         check_push_access(repository)
-    client = engine.connect()
     workdir = Path(tempfile.mkdtemp(prefix="envbuild-image-"))
     try:
         out = options.keep_context or workdir / "context"
@@ -89,8 +88,19 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
                                 pin_digests=options.pin_digests, wheelhouse=options.wheelhouse)
         content = tag.content_tag(resolution, context.path, context.base_digest, platform)
         ref = f"{repository}:{content}"
-        result = ImageResult(ref=ref, image_id=engine.local_image_id(client, ref), cached=None,
+        local = engine.light_inspect(ref)
+        result = ImageResult(ref=ref, image_id=local["Id"] if local else None, cached=None,
                              base_ref=context.base_ref, base_digest=context.base_digest)
+        if local and not (options.push or options.extra_tags or options.verify):
+            # Nothing to build, tag or push: answer without loading the docker SDK.
+            result.cached, result.size_bytes = "local", local.get("Size")
+            result.tags.append(ref)
+            labels = (local.get("Config") or {}).get("Labels") or {}
+            result.base_digest = labels.get("org.opencontainers.image.base.digest") or result.base_digest
+            _say(progress, f"up to date: {ref} already exists locally; nothing to build")
+            result.seconds = time.monotonic() - start
+            return result
+        client = engine.connect()
 
         if result.image_id:
             result.cached = "local"
