@@ -7,8 +7,14 @@
 # environment prefix, the lockfiles and the verification probe.
 
 FROM @{base_ref} AS install
+# The install stage runs as root to create the prefix; it is discarded, and the final stage
+# keeps the base's own user.
+# hadolint ignore=DL3002,DL3066
 USER root
 # nvidia/cuda images ship no Python; the installer needs one (3.10+) in this stage.
+# The distribution's own python3: its version is the base release's, so pinning it would
+# break with the next base; the lock pins everything installed into the environment.
+# hadolint ignore=DL3008
 RUN if ! command -v python3 >/dev/null 2>&1; then \
         apt-get update \
         && apt-get install -y --no-install-recommends python3 python3-venv \

@@ -25,6 +25,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="envbuild", description="GPU environments that work on the GPU they will run on.")
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
+    parser.add_argument("--completion", choices=("bash", "zsh"),
+                        help="print a shell completion script: eval \"$(envbuild --completion bash)\"")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
@@ -46,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except UserError as exc:
         return _fail(exc, json_wanted=any(a == "--json" or a.startswith("--json=") for a in argv))
+    if getattr(args, "completion", None):
+        from envbuild.completion import script
+
+        sys.stdout.write(script(args.completion, parser))
+        return 0
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -21,11 +21,13 @@ import requests
 import yaml
 
 from envbuild.probe import NO_GPU
+from image_support import TEST_NAMESPACE
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
 
 pytestmark = pytest.mark.docker
 BASE = "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"  # matrices/base_images.yaml
 ENVBUILD = shutil.which("envbuild")
+APP = f"{TEST_NAMESPACE}/e2e-app"  # this run's repository (conftest removes its images)
 
 
 def write_spec(folder: Path, repository: str, **extra) -> Path:
@@ -96,7 +98,7 @@ def no_gpu_host(docker_client):
 def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
     """Steps 1-2: spec file -> resolve -> lock -> dockerfile -> image --push."""
     work = tmp_path_factory.mktemp("e2e")
-    spec = write_spec(work, f"{registry}/e2e/app")
+    spec = write_spec(work, f"{registry}/{APP}")
     mirror = ("--registry-mirror", registry)
 
     resolved = json.loads(ok(envbuild("resolve", spec, "--json", cwd=work)).stdout)
@@ -125,7 +127,7 @@ def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
     proc = ok(envbuild(*image_args, "--push", cwd=work))
     ref, pushed_line = proc.stdout.split()
     repository, digest = pushed_line.split("@")
-    assert repository == f"{registry}/e2e/app" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    assert repository == f"{registry}/{APP}" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
     assert ref.startswith(f"{repository}:") and built_ref(proc.stderr) == ref
     assert f"pushed {pushed_line}" in proc.stderr
     yield {"work": work, "spec": spec, "resolved": resolved, "lockfile": lockfile, "ref": ref,
@@ -177,7 +179,7 @@ def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_hos
     """Step 5: a changed spec builds a new image; without a GPU its verification fails, so its
     content tag is neither created locally nor pushed, and no extra tag appears."""
     work, extra = pushed["work"], f"checked-{uuid.uuid4().hex[:8]}"
-    spec = write_spec(work, f"{registry}/e2e/app", env={"E2E_RUN": extra})
+    spec = write_spec(work, f"{registry}/{APP}", env={"E2E_RUN": extra})
     proc = envbuild("image", spec, "--lock-dir", work / "lock-verify", "--registry-mirror", registry,
                     "--wheelhouse", wheelhouse, "--progress", "plain", "--verify", "--push", "--tag", extra, cwd=work)
     error = one_error_line(proc)
@@ -187,10 +189,10 @@ def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_hos
     assert ref != pushed["ref"]
     import docker.errors
 
-    for name in (ref, f"{registry}/e2e/app:{extra}"):
+    for name in (ref, f"{registry}/{APP}:{extra}"):
         with pytest.raises(docker.errors.ImageNotFound):
             docker_client.api.inspect_image(name)
-    tags = registry_tags(registry, "e2e/app")
+    tags = registry_tags(registry, APP)
     assert pushed["ref"].rsplit(":", 1)[1] in tags  # the earlier, pushed image is untouched
     assert ref.rsplit(":", 1)[1] not in tags and extra not in tags
 
@@ -206,8 +208,8 @@ def test_verify_also_gates_a_cache_hit(pushed, no_gpu_host, docker_client, regis
     import docker.errors
 
     with pytest.raises(docker.errors.ImageNotFound):
-        docker_client.api.inspect_image(f"{registry}/e2e/app:{extra}")
-    assert extra not in registry_tags(registry, "e2e/app")
+        docker_client.api.inspect_image(f"{registry}/{APP}:{extra}")
+    assert extra not in registry_tags(registry, APP)
 
 
 def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tmp_path):

@@ -45,7 +45,7 @@ def login(config_dir: Path, registry: str, user: str, password: str) -> None:
 
 
 def options(registry: str, wheelhouse: Path, name: str, **changes) -> ImageOptions:
-    return ImageOptions(repository=f"{registry}/envbuild-tests/{name}", mirror=registry, wheelhouse=wheelhouse,
+    return ImageOptions(repository=f"{registry}/{support.TEST_NAMESPACE}/{name}", mirror=registry, wheelhouse=wheelhouse,
                         **changes)
 
 
@@ -109,7 +109,7 @@ def test_push_to_the_auth_registry_needs_credentials(docker_client, auth_registr
                                                      conda_lock, empty_docker_config):
     host, user, password = auth_registry
     resolution = support.resolution("cuda", name="auth")
-    opts = ImageOptions(repository=f"{host}/envbuild-tests/auth", mirror=registry, wheelhouse=wheelhouse, push=True)
+    opts = ImageOptions(repository=f"{host}/{support.TEST_NAMESPACE}/auth", mirror=registry, wheelhouse=wheelhouse, push=True)
     with pytest.raises(EnvironmentProblem) as info:
         make_image(resolution, conda_lock, opts)
     assert host in info.value.line() and "docker login" in info.value.line()
@@ -129,7 +129,7 @@ def test_broken_step_reports_it_and_keeps_the_previous_tag(docker_client, regist
     resolution = support.resolution("cuda", installer="pip", name="stable")
     opts = options(registry, wheels, "stable", extra_tags=("stable",), check_registry=False)
     first = make_image(resolution, tmp_path / "good", opts)
-    stable = f"{registry}/envbuild-tests/stable:stable"
+    stable = f"{registry}/{support.TEST_NAMESPACE}/stable:stable"
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
 
     # A lock whose hash the wheelhouse's wheel does not match: pip refuses it inside the install step.

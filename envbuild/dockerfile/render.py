@@ -24,6 +24,7 @@ LABEL_NS = "io.envbuild"
 # (a conda prefix carries its own); nvidia/cuda images have none.
 _RUNTIME_PYTHON = (
     "# The pip environment is a venv over the system Python, which nvidia/cuda lacks.\n"
+    "# hadolint ignore=DL3008\n"  # the distribution's python3 follows the base release; see the install stage
     "RUN if ! command -v python3 >/dev/null 2>&1; then \\\n"
     "        apt-get update \\\n"
     "        && apt-get install -y --no-install-recommends python3 \\\n"
