@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from envbuild.terminal import is_terminal
+from envbuild.terminal import is_terminal, strip_ansi
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same running task
 SLOW = 2.0  # a task that ends sooner gets no "done" line of its own in plain mode
@@ -102,8 +102,8 @@ class Progress:
             self.stream.write(("    " + text)[:120])
             self._transient = True
             self.stream.flush()
-        elif not self.terminal:
-            self.stream.write(f"    | {text}\n")
+        elif not self.terminal:  # piped: the build's own colour codes are dropped
+            self.stream.write(f"    | {strip_ansi(text)}\n")
             self.stream.flush()
 
     def done(self) -> None:

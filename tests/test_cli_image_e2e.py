@@ -22,6 +22,7 @@ import yaml
 
 from envbuild.probe import NO_GPU
 from image_support import TEST_NAMESPACE
+from test_ci_output import through_pty, validate
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
 
 pytestmark = pytest.mark.docker
@@ -108,15 +109,20 @@ def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
         [("pytorch", "2.4.1", "12.4", "conda")]
     assert stack["base_image"]["ref"] == BASE and stack["cuda"] == "12.4"
 
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    locked = json.loads(ok(envbuild("lock", spec, "-o", work / "lock", "--json", cwd=work)).stdout)
+    validate("lock", locked)
+    assert locked["verdict"] == "ok" and locked["spec_hash"] == resolved["spec_hash"]
     lockfile = yaml.safe_load((work / "lock" / "conda-lock.yml").read_text())
     assert lockfile["metadata"]["custom_metadata"]["envbuild.spec_hash"] == resolved["spec_hash"]
     locked = {p["name"]: p for p in lockfile["package"]}
     assert locked["pytorch"]["build"] == "py3.11_cuda12.4_cudnn9.1.0_0"  # never the CPU twin
     assert locked["pytorch-mutex"]["build"] == "cuda" and locked["cuda-version"]["version"] == "12.4"
 
-    proc = ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lock", *mirror, cwd=work))
+    proc = ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lock", *mirror, "--json", cwd=work))
     assert "locking into" not in proc.stderr  # the lock matches the spec: used as it is
+    rendered = json.loads(proc.stdout)
+    validate("dockerfile", rendered)
+    assert rendered["base"]["reference"] == f"{registry}/{BASE}" and "conda-lock.yml" in rendered["lock_files"]
     dockerfile = (work / "ctx" / "Dockerfile").read_text()
     assert f"FROM {registry}/{BASE} AS install" in dockerfile
     assert (work / "ctx" / "envbuild" / "image" / "lock" / "conda-lock.yml").read_bytes() == \
@@ -163,6 +169,17 @@ def test_pulled_by_digest_the_image_holds_the_locked_environment(pushed, docker_
     assert labels["io.envbuild.frameworks"] == "pytorch==2.4.1+cuda12.4"
     assert labels["io.envbuild.cuda"] == "12.4" and labels["io.envbuild.base"] == BASE
     assert labels["io.envbuild.gpus"] == "NVIDIA A100=8.0"
+    # what the lock installed, not the constraint; when and from what it was built
+    assert labels["io.envbuild.installed.pytorch"] == "2.4.1"
+    assert labels["io.envbuild.installed.cuda-version"] == "12.4"
+    assert labels["io.envbuild.installed.python"].startswith("3.11")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    assert labels["org.opencontainers.image.version"] == ref.rsplit(":", 1)[1]
+    base_digest = labels["org.opencontainers.image.base.digest"]  # recorded without --pin-digests too
+    assert base_digest == requests.head(f"http://{registry}/v2/{BASE.split(':')[0]}/manifests/{BASE.split(':')[1]}",
+                                        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+                                        timeout=10).headers["Docker-Content-Digest"]
+    assert "org.opencontainers.image.revision" not in labels  # the spec is not in a git checkout
 
 
 def test_same_spec_again_is_a_cache_hit(pushed, docker_client):
@@ -172,6 +189,66 @@ def test_same_spec_again_is_a_cache_hit(pushed, docker_client):
     assert re.search(rf"up to date: {re.escape(pushed['ref'])} already exists (locally|in the registry); "
                      "nothing to build", proc.stderr)
     assert "building " not in proc.stderr and "[1/" not in proc.stderr
+
+
+def test_cache_hit_json(pushed):
+    """`image --json`: reference, tags, cache hit, sizes, verification verdict; and fast."""
+    import time
+
+    start = time.monotonic()
+    proc = ok(envbuild(*pushed["image_args"], "--json", cwd=pushed["work"]))
+    seconds = time.monotonic() - start
+    data = json.loads(proc.stdout)
+    validate("image", data)
+    assert data["reference"] == pushed["ref"] and data["cache_hit"] is True
+    if data["cached"] == "local":
+        assert data["tags"] == [pushed["ref"]] and data["sizes"]["image_bytes"] > 10_000_000
+    else:  # an earlier test left it only in the registry: nothing is pulled for a plain cache check
+        assert data["cached"] == "registry" and data["image_id"] is None
+    assert data["verification"] == {"verdict": "not_run"} and data["digest"] is None
+    assert seconds < 10, seconds  # bench/bench_cache_hit.py measures it properly
+
+
+def test_progress_through_a_terminal_piped_and_quiet(pushed, registry, wheelhouse):
+    """Three builds of changed specs: live on a pty (escape sequences, steps), plain lines
+    when piped (none), nothing at all with -q."""
+    work = pushed["work"]
+    outputs = {}
+    for mode in ("tty", "piped", "quiet"):
+        spec = write_spec(work, f"{registry}/{APP}", env={"E2E_PROGRESS": f"{mode}-{uuid.uuid4().hex[:6]}"})
+        argv = ["image", spec, "--lock-dir", work / f"lock-{mode}", "--registry-mirror", registry,
+                "--wheelhouse", wheelhouse] + (["-q"] if mode == "quiet" else [])
+        if mode == "tty":
+            code, text = through_pty([ENVBUILD, *map(str, argv)], cwd=work, env={**os.environ, "TERM": "xterm"})
+        else:
+            proc = envbuild(*argv, cwd=work)
+            code, text = proc.returncode, proc.stderr
+        assert code == 0, text[-3000:]
+        outputs[mode] = text
+    assert "\x1b[" in outputs["tty"] and re.search(r"\[5/\d+\]", outputs["tty"])
+    assert "\x1b" not in outputs["piped"] and re.search(r"^\[5/\d+\] ", outputs["piped"], re.M)
+    assert "built " in outputs["piped"] and "    | envbuild-install:" in outputs["piped"]
+    assert outputs["quiet"] == ""
+
+
+def test_failed_build_output_when_piped(pushed, registry, tmp_path):
+    """A wheelhouse without the installer's wheels (pip, py-rattler): the install step fails. Piped, the
+    output has no escape sequences, shows the failing step and its log tail, and ends with
+    the one-line summary (also as the JSON error object on stdout)."""
+    work = pushed["work"]
+    (tmp_path / "empty-wheelhouse").mkdir()
+    spec = write_spec(work, f"{registry}/{APP}", env={"E2E_FAIL": uuid.uuid4().hex[:6]})
+    proc = envbuild("image", spec, "--lock-dir", work / "lock-fail", "--registry-mirror", registry,
+                    "--wheelhouse", tmp_path / "empty-wheelhouse", "--json", cwd=work)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "\x1b" not in proc.stderr + proc.stdout and "\\n" not in proc.stderr
+    summary = one_error_line(proc)
+    assert re.match(r"envbuild: error: build step 5/\d+ failed \(RUN python3 /tmp/envbuild/install.py", summary)
+    tail = proc.stderr[proc.stderr.index("last lines of its log:"):]
+    assert "has no pip" in tail and tail.strip().splitlines()[-1] == summary
+    error = json.loads(proc.stdout)
+    validate("image", error)
+    assert error["error"]["kind"] == "failed" and "has no pip" in error["error"]["evidence"]
 
 
 def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_host, docker_client, registry,
@@ -229,6 +306,13 @@ def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tm
         assert NO_GPU in checks[name]["details"]
     assert report["ok"] is False and report["image"] == pushed["by_digest"]
 
+    validate("verify", report)
+    assert report["verdict"] == "fail"
+    # no NVIDIA runtime here: the runner's refusal is recognised, and the GPU checks share it
+    assert checks["runner.gpu_request"]["signature"] == "no_gpu_runtime"
+    assert checks["gpu.nvidia_smi"]["signature"] == "no_gpu_runtime"
+    assert checks["static.python"]["signature"] is None
+
     suite = ET.parse(junit_path).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert set(cases) == set(checks)
@@ -236,6 +320,17 @@ def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tm
     assert failed == set(report["summary"]["failed_required"]) >= {"gpu.nvidia_smi", "torch.cuda"}
     assert not any(name.startswith("static.") for name in failed)
     assert NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+    for name in failed:  # the failure type is the check's signature, never the generic one here
+        assert cases[name].find("failure").get("type") == checks[name]["signature"] != "check_failed"
+    times = [float(case.get("time")) for case in cases.values()]
+    assert all(t >= 0 for t in times) and sum(times) > 0.05  # measured per check, not "0"
+    props = {p.get("name"): p.get("value") for p in suite.find("properties").findall("property")}
+    assert props["image"] == pushed["by_digest"] and props["gpus"] == "none" and props["driver"] == "none"
+    assert props["image_cuda"] == "12.4" and props["gpu_request"] == "none"
+
+    stdout = envbuild("verify", pushed["by_digest"], "--no-perf", "--json", cwd=tmp_path)
+    assert stdout.returncode == 1
+    validate("verify", json.loads(stdout.stdout))
 
 
 # --- bad input along the same path: one line, non-zero exit, nothing lost -----------------------

@@ -63,7 +63,8 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
         target = scratch / "lock"
     from envbuild.lock.pip_lock import PipLockFailed
 
-    print(f"envbuild: locking into {target}", file=sys.stderr)
+    if not getattr(args, "quiet", False):  # -q: errors only
+        print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
         api.lock(spec, resolution, platforms, target)
     except (api.LockConflict, PipLockFailed) as exc:
