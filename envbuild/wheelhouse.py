@@ -148,16 +148,29 @@ def _fetch_tools(lock: LockInput, out: Path, *, platform: str, python: str, glib
                                  f"{last.strip()}", hint="check the network or PyPI mirror")
 
 
+def _conda_lock_sha256(lock: LockInput, platform: str) -> dict[str, str]:
+    """url -> sha256 from the conda-lock.yml beside an explicit lock, when there is one."""
+    from envbuild.dockerfile.lockfiles import parse_conda_lock_yml
+
+    unified = next((f for f in lock.files if f.name == "conda-lock.yml"), None)
+    if unified is None:
+        return {}
+    packages, _ = parse_conda_lock_yml(unified, platform)
+    return {p.url: p.sha256 for p in packages if p.sha256}
+
+
 def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, progress=None) -> list[Fetched]:
     out.mkdir(parents=True, exist_ok=True)
     _fetch_tools(lock, out, platform=platform, python=python, glibc=glibc)
     entries = locked_files(lock)
     fetched: list[Fetched] = []
     conda = [(e, p) for e, p in zip((e for e in entries if e.manager == "conda"), lock.conda)]
+    sha256_of = _conda_lock_sha256(lock, platform)  # an explicit lock may carry only md5
     for entry, package in conda:
         target = out / LOCAL_CHANNEL / package.subdir / package.filename
-        new = _fetch_url(package.url, target, package.sha256, package.md5, progress)
-        fetched.append(Fetched("conda", entry.name, entry.version, target, package.sha256, new))
+        sha256 = package.sha256 or sha256_of.get(package.url)
+        new = _fetch_url(package.url, target, sha256, package.md5, progress)
+        fetched.append(Fetched("conda", entry.name, entry.version, target, sha256 or file_sha256(target), new))
     if conda:
         import asyncio
 

@@ -378,3 +378,55 @@ def test_unreachable_engine_is_one_line_and_keeps_the_lock(user_dir):
     error = one_error_line(proc)
     assert "Docker engine is not running" in error and "DOCKER_HOST=unix:///nonexistent" in error
     assert (work / "lock" / "conda-lock.yml").read_bytes() == before
+
+
+# --- air-gapped: fill a wheelhouse from the lock, then build with the channel gone ---------------
+
+def test_wheelhouse_fill_then_offline_build(tmp_path, registry, wheelhouse, docker_client):
+    """The channel is served over HTTP only while `envbuild wheelhouse` fills DIR from the
+    lock (hash-checked); the image is then built with that server stopped, its archives
+    bundled from DIR's local channel, which `lock` also accepts as a channel."""
+    import functools
+    import http.server
+    import threading
+
+    asyncio.run(archive_channel(tmp_path / "served" / "channel", PYTORCH_CU124_PACKAGES))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    channel_url = f"http://127.0.0.1:{server.server_port}/channel"
+    spec = write_spec(tmp_path, f"{registry}/{APP}-offline", channels=[channel_url])
+    wh = tmp_path / "wh"
+    shutil.copytree(wheelhouse, wh)  # the installer's own wheels (pip, py-rattler), as a mirror would hold them
+    try:
+        proc = ok(envbuild("wheelhouse", spec, "-o", wh, "--lock-dir", tmp_path / "lock", "--json", cwd=tmp_path))
+    finally:
+        server.shutdown()
+        server.server_close()
+    filled = json.loads(proc.stdout)
+    validate("wheelhouse", filled)
+    conda = [f for f in filled["files"] if f["manager"] == "conda"]
+    assert len(conda) == 8 and all(f["downloaded"] and len(f["sha256"]) == 64 for f in conda)
+    assert {f["name"] for f in conda} >= {"pytorch", "cuda-version", "python"}
+    assert (wh / "conda-channel" / "linux-64" / "repodata.json").is_file()
+    lock_urls = (tmp_path / "lock" / "conda-linux-64.lock").read_text()
+    assert channel_url in lock_urls  # the lock still names the (now stopped) channel
+
+    # Again: everything is there with the right hash, nothing is fetched (the server is down).
+    again = json.loads(ok(envbuild("wheelhouse", spec, "-o", wh, "--lock-dir", tmp_path / "lock", "--json",
+                                   cwd=tmp_path)).stdout)
+    assert not any(f["downloaded"] for f in again["files"])
+
+    built = json.loads(ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--registry-mirror", registry,
+                                   "--wheelhouse", wh, "--json", "-q", cwd=tmp_path)).stdout)
+    validate("image", built)
+    assert built["cache_hit"] is False and built["sizes"]["context_bytes"] > 0
+    run = subprocess.run(["docker", "run", "--rm", built["reference"], "python3", "-c",
+                          "import torch; print(torch.__version__, torch.version.cuda)"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["2.4.1", "12.4"], run.stderr
+
+    # The filled folder is a channel `lock` accepts.
+    local = write_spec(tmp_path, f"{registry}/{APP}-offline", channels=[(wh / "conda-channel").as_uri()])
+    ok(envbuild("lock", local, "-o", tmp_path / "lock-local", cwd=tmp_path))
+    assert (wh / "conda-channel").as_uri() in (tmp_path / "lock-local" / "conda-linux-64.lock").read_text()
