@@ -117,17 +117,17 @@ class Progress:
         task = Task(self, label, total, unit)
         if self.mode == "live":
             live = self._live or self._start_live()
-            task._bar = live.add_task(label, total=total, completed=0)
+            task._bar = live.add_task(label, total=total, completed=0, amount="")
         return task
 
     def _start_live(self):
         from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress as Bars, TextColumn, TimeElapsedColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import BarColumn, Progress as Bars, TextColumn, TimeElapsedColumn
 
         self._clear()
         console = Console(file=self.stream, force_terminal=True, highlight=False)
-        self._live = Bars(TextColumn("  {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        # the amount column is the same text as the plain lines: bytes and rate, or a count
+        self._live = Bars(TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.fields[amount]}"),
                           TimeElapsedColumn(), console=console, transient=True)
         self._live.start()
         return self._live
@@ -139,7 +139,7 @@ class Progress:
 
     def _task_moved(self, task: Task) -> None:
         if self.mode == "live" and task._bar is not None and self._live is not None:
-            self._live.update(task._bar, completed=task.completed, total=task.total)
+            self._live.update(task._bar, completed=task.completed, total=task.total, amount=task._amount())
         elif self.mode == "plain":
             now = time.monotonic()
             if now - task._last_line >= PLAIN_EVERY:

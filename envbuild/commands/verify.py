@@ -25,8 +25,12 @@ def run(args: argparse.Namespace) -> int:
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
 
+    import sys
+
+    from envbuild.progress import Progress
+
     report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
-                        perf=not args.no_perf)
+                        perf=not args.no_perf, progress=Progress(sys.stderr))
     data = report.to_json()
     if args.json == "-":
         print(json.dumps(data, indent=2))

@@ -8,8 +8,6 @@ failure never moves a tag.
 from __future__ import annotations
 
 import re
-import sys
-import time
 from collections import deque
 from pathlib import Path
 

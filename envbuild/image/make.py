@@ -209,7 +209,7 @@ def _verify(image_id: str, resolution: Resolution, progress) -> dict:
     from envbuild.verify.summary import summary_text
 
     _say(progress, f"verifying {image_id[:19]} before tagging it")
-    report = run_verify(image_id, gpus="all", expect_spec=resolution, client=None)
+    report = run_verify(image_id, gpus="all", expect_spec=resolution, client=None, progress=progress)
     _say(progress, summary_text(report))
     if not report.ok:
         raise VerifyFailed(f"the image {image_id[:19]} failed verification; no tag was moved onto it "

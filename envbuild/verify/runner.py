@@ -101,7 +101,7 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *, client=None,
-               timeout: int = 900, perf: bool = True) -> Report:
+               timeout: int = 900, perf: bool = True, progress=None) -> Report:
     """Verify IMAGE on this host's GPUs.
 
     gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
@@ -117,7 +117,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
     payload = {"expect": expectations(expect_spec), "facts": matrix_facts(), "labels": labels}
     runner_checks: list[dict[str, Any]] = []
     request = _device_requests(gpus) if gpus else None
-    result = _run_probe(docker_client, image, payload, request, timeout, perf)
+    result = _run_probe(docker_client, image, payload, request, timeout, perf, progress)
     if request is not None and result["start_error"]:
         sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
         runner_checks.append(probe_module.check(
@@ -125,7 +125,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
             probe_module._first_line(result["start_error"]),
             "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
             sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
-        result = _run_probe(docker_client, image, payload, None, timeout, perf)
+        result = _run_probe(docker_client, image, payload, None, timeout, perf, progress)
         gpus = None
     if result["start_error"]:
         raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
@@ -196,7 +196,30 @@ def _probe_archive() -> bytes:
     return buf.getvalue()
 
 
-def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool) -> dict[str, Any]:
+def _wait(container, timeout: int, progress) -> dict:
+    """Wait for the probe's container, reporting the time it has run (its GPU children run
+    in parallel inside; the slowest, often a framework import or the GEMMs, decides)."""
+    import requests
+
+    started = time.monotonic()
+    task = progress.task("verification probe running", unit="s") if progress else None
+    try:
+        while True:
+            left = timeout - (time.monotonic() - started)
+            try:
+                return container.wait(timeout=max(1, min(2, left)))
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                if left <= 2:
+                    raise
+                if task:
+                    task.update(time.monotonic() - started)
+    finally:
+        if task:
+            task.done()
+
+
+def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool,
+               progress=None) -> dict[str, Any]:
     import docker.errors
 
     command = PROBE_COMMAND + ("" if perf else " --no-perf")
@@ -207,7 +230,7 @@ def _run_probe(client, image: str, payload: dict, device_requests, timeout: int,
             environment={"ENVBUILD_PROBE_INPUT": json.dumps(payload)}, device_requests=device_requests)
         container.put_archive("/tmp", _probe_archive())
         container.start()
-        status = container.wait(timeout=timeout)
+        status = _wait(container, timeout, progress)
         return {"start_error": None, "exit": status.get("StatusCode"),
                 "stdout": container.logs(stdout=True, stderr=False).decode(errors="replace"),
                 "stderr": container.logs(stdout=False, stderr=True).decode(errors="replace")}
