@@ -431,3 +431,34 @@ def test_wheelhouse_fill_then_offline_build(tmp_path, registry, wheelhouse, dock
     local = write_spec(tmp_path, f"{registry}/{APP}-offline", channels=[(wh / "conda-channel").as_uri()])
     ok(envbuild("lock", local, "-o", tmp_path / "lock-local", cwd=tmp_path))
     assert (wh / "conda-channel").as_uri() in (tmp_path / "lock-local" / "conda-linux-64.lock").read_text()
+
+
+@pytest.mark.parametrize("login", ["none", "wrong password"])
+def test_push_credentials_are_checked_before_any_work(login, user_dir, auth_registry, tmp_path):
+    """A missing or refused login for the push target ends in one line, exit 3, before the
+    lock and the build: the check itself takes under 2 s after start-up (`resolve` of the
+    same spec measures start-up)."""
+    import base64
+    import time
+
+    work, spec = user_dir
+    host, user, _password = auth_registry
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    if login != "none":
+        token = base64.b64encode(f"{user}:not-the-password".encode()).decode()
+        (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
+    env = {**os.environ, "DOCKER_CONFIG": str(config)}
+    start = time.monotonic()
+    envbuild("resolve", spec, cwd=work, env=env)
+    startup = time.monotonic() - start
+    start = time.monotonic()
+    proc = envbuild("image", spec, "--repository", f"{host}/{APP}-denied", "--push", "--json", cwd=work, env=env)
+    took = time.monotonic() - start
+    assert proc.returncode == 3
+    error = one_error_line(proc)
+    assert f"registry {host} denied access" in error and f"docker login {host}" in error
+    assert ("refused" if login != "none" else "no credentials") in error and "not-the-password" not in proc.stderr
+    assert "locking into" not in proc.stderr and "building " not in proc.stderr
+    assert json.loads(proc.stdout)["error"]["kind"] == "environment"
+    assert took < startup + 2, (took, startup)

@@ -47,6 +47,10 @@ def run(args) -> int:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
     engine.ping()  # fail in a second when the engine is down, not after a full solve
+    if args.push:  # and when the registry will refuse the push (before locking and building)
+        from envbuild.image.credentials import check_push_access
+
+        check_push_access(repository)
     progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress],
                         quiet=args.quiet)
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
