@@ -13,7 +13,7 @@ FROM @{base_ref} AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-COPY envbuild/ /tmp/envbuild/
+@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}

@@ -15,6 +15,7 @@ from envbuild.errors import UserError
 from envbuild.progress import Progress  # noqa: F401 - `envbuild.image.build.Progress` stays importable
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the classic builder colours a step's stderr red
 TAIL_LINES = 15
 
 
@@ -50,7 +51,7 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
             if not text:
                 continue
             for raw in text.splitlines():
-                line = raw.rstrip()
+                line = ANSI.sub("", raw).rstrip()
                 match = STEP.match(line)
                 if match:
                     step, total, command = int(match[1]), int(match[2]), match[3]
@@ -118,10 +119,16 @@ def _short(command: str, width: int = 100) -> str:
     return command if len(command) <= width else command[: width - 3] + "..."
 
 
+OWN_ERROR = "envbuild: error: "  # how the Dockerfile's own checks explain a failed step
+
+
 def _failure(step: int, total: int, command: str, tail: list[str], detail: str) -> BuildFailed:
     """The failing step and its log tail as evidence (printed before the summary, ANSI
     stripped off a terminal); the summary names the step, its command and the engine's words."""
     where = f"build step {step}/{total}" if step else "build"
+    own = next((line for line in reversed(tail) if line.startswith(OWN_ERROR)), None)
+    if own is not None:  # one of the Dockerfile's checks said what is wrong: that line is the error
+        return BuildFailed(f"{where} failed: {own[len(OWN_ERROR):]}", hint="no tag was changed")
     lines = "\n".join(f"    {line}" for line in tail[-TAIL_LINES:]) or "    (no output)"
     evidence = f"{where} failed: {_short(command, 300)}\nlast lines of its log:\n{lines}"
     first = next((x.strip() for x in detail.strip().splitlines() if x.strip()), "no reason given")

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
+    "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
 }
 
@@ -56,12 +58,18 @@ class Matrices:
     rapids: tuple[t.RapidsRelease, ...] = ()
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
+    distribution_pythons: tuple[t.DistributionPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
+    gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, str):
+        # one object per distinct text: the cache pickles a repeated `source` only once
+        return sys.intern(value)
     return value
 
 
@@ -104,7 +112,23 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     for attr, (filename, key, row_type) in TABLES.items():
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
-    return Matrices(version=version, **tables)
+    tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
+    from envbuild.matrix.gpu_match import build_index
+
+    return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
+
+
+def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:
+    """An OS-only base (no framework, no Python of its own) runs the python3 of its
+    distribution: the Dockerfile installs it from the OS archive."""
+    by_os = {p.os: p for p in pythons}
+    out = []
+    for image in images:
+        found = by_os.get(image.os) if image.python is None and image.framework is None else None
+        if found is not None:
+            image = dataclasses.replace(image, python=found.python, python_source=found.source)
+        out.append(image)
+    return tuple(out)
 
 
 def _cache_dir() -> Path:
@@ -115,9 +139,13 @@ def _cache_dir() -> Path:
 def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
     the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version: any edit to the YAML changes the name and forces a fresh parse."""
+    data version: any edit to the YAML changes the name and forces a fresh parse. The GPU
+    name index is built here too, so that it is cached with the tables."""
+    from envbuild.matrix.gpu_match import INDEX_FORMAT
+
     version, files = _read_files(directory)
-    cache = _cache_dir() / f"matrices-{version}.pickle"
+    # the cached object also holds the GPU name index, whose layout is versioned separately
+    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}.pickle"
     if use_cache:
         try:
             with open(cache, "rb") as fh:
