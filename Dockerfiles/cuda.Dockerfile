@@ -11,16 +11,7 @@ FROM @{base_ref} AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-# nvidia/cuda images ship no Python; the installer needs one (3.10+) in this stage.
-# The distribution's own python3: its version is the base release's, so pinning it would
-# break with the next base; the lock pins everything installed into the environment.
-# hadolint ignore=DL3008
-RUN if ! command -v python3 >/dev/null 2>&1; then \
-        apt-get update \
-        && apt-get install -y --no-install-recommends python3 python3-venv \
-        && rm -rf /var/lib/apt/lists/*; \
-    fi
-@{python_check}COPY envbuild/ /tmp/envbuild/
+@{install_python}@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}
