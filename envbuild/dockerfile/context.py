@@ -135,6 +135,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         (ctx / "pip.lock").write_text("\n".join(pip_lines) + "\n", encoding="utf-8")
 
     if wheelhouse is not None:
+        (ctx / "wheelhouse").mkdir(exist_ok=True)  # the plan names it even when it is empty
         for wheel in sorted(wheelhouse.iterdir()):
             if wheel.is_file() and not wheel.name.startswith("."):
                 _link_or_copy(wheel, ctx / "wheelhouse" / wheel.name)
