@@ -21,11 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = """name: cache-bench
-cuda: "12.4"
+cuda: "11.8"
 python: "3.11"
 target: {{driver: "550.54.15", gpus: ["A100"], platform: linux-64}}
 installer: pip
-base_image: nvidia/cuda:12.4.1-runtime-ubuntu22.04
+base_image: rapidsai/base:24.08-cuda11.8-py3.11
 packages: {{pip: ["einops==0.7.0"]}}
 image: {{repository: {registry}/bench/cache-hit}}
 """
