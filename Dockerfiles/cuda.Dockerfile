@@ -7,6 +7,9 @@
 # environment prefix, the lockfiles and the verification probe.
 
 FROM @{base_ref} AS install
+# The install stage runs as root to create the prefix; it is discarded, and the final stage
+# keeps the base's own user.
+# hadolint ignore=DL3002,DL3066
 USER root
 @{install_python}@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json

@@ -11,6 +11,9 @@
 # downloaded packages stay in the `install` stage.
 
 FROM @{base_ref} AS install
+# The install stage runs as root to create the prefix; it is discarded, and the final stage
+# keeps the base's own user.
+# hadolint ignore=DL3002,DL3066
 USER root
 @{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json

@@ -16,7 +16,7 @@ import sys
 from envbuild import __version__
 from envbuild.errors import EnvironmentProblem, UserError
 
-COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "export", "verify", "doctor")
+COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,6 +27,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="envbuild", description="GPU environments that work on the GPU they will run on.")
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
+    parser.add_argument("--completion", choices=("bash", "zsh"),
+                        help="print a shell completion script: eval \"$(envbuild --completion bash)\"")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
@@ -49,16 +51,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UserError as exc:
-        return _fail(exc, json_wanted="--json" in argv)
+        return _fail(exc, json_wanted=any(a == "--json" or a.startswith("--json=") for a in argv))
+    if getattr(args, "completion", None):
+        from envbuild.completion import script
+
+        sys.stdout.write(script(args.completion, parser))
+        return 0
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
-        return _fail(exc, json_wanted=getattr(args, "json", None) is True)
+        from envbuild.jsonout import wanted
+
+        return _fail(exc, json_wanted=wanted(args))
     except OSError as exc:  # the operating system's answer (disk full, read-only, ...): one line, exit 3
-        return _fail(os_problem(exc), json_wanted=getattr(args, "json", None) is True)
+        from envbuild.jsonout import wanted
+
+        return _fail(os_problem(exc), json_wanted=wanted(args))
     except KeyboardInterrupt:
         print("envbuild: interrupted", file=sys.stderr)
         return 130
@@ -66,7 +77,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(exc: UserError, *, json_wanted: bool) -> int:
     """The one-line error on stderr; with --json also one JSON object on stdout, so a CI
-    parser never reads an empty stdout (schema: schema/error.schema.json)."""
+    parser never reads an empty stdout (schema: schema/error.schema.json).
+
+    Evidence (a failed build's step and log tail) comes first, the summary line last: the
+    one-line rule is for the summary, the evidence keeps its lines."""
+    if exc.evidence:
+        from envbuild.terminal import for_stream
+
+        sys.stderr.write(for_stream(exc.evidence, sys.stderr).rstrip("\n") + "\n")
     print(f"envbuild: error: {exc.line()}", file=sys.stderr)
     if json_wanted:
         import json
@@ -102,16 +120,18 @@ def os_problem(exc: OSError) -> EnvironmentProblem:
 
 
 def error_json(exc: UserError) -> dict:
+    from envbuild.terminal import strip_ansi
     from envbuild.urls import mask_text
 
-    kind = "environment" if exc.exit_code == 3 else "bad_input"
+    kind = {2: "bad_input", 3: "environment"}.get(exc.exit_code, "failed")  # failed: a build/push/verify, exit 1
 
     def masked(text):
         return None if text is None else mask_text(text)
 
+    evidence = masked(strip_ansi(exc.evidence)) if exc.evidence else None
     return {"verdict": "error",
             "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
-                      "where": masked(exc.where), "hint": masked(exc.hint)}}
+                      "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}}
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ class UserError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None,
+                 evidence: str | None = None):
         self.message = message
         self.where = where
         self.hint = hint
+        self.evidence = evidence  # lines printed before the summary (a failed step's log tail)
         super().__init__(self.line())
 
     def line(self) -> str:

@@ -47,11 +47,17 @@ GROUP_MODULES = (("cupy", "cupy"), ("torch", "torch"), ("tensorflow", "tensorflo
 
 
 # --- results -------------------------------------------------------------------------------
+_CLOCK = [time.monotonic()]  # when the previous check of this process was judged
+
+
 def check(name, status, details="", cause=None, fix=None, required=True, data=None):
-    """One check result: the unit of the JSON report and of the JUnit file."""
+    """One check result: the unit of the JSON report and of the JUnit file. `time_s` is
+    the time since the previous check of the same process, i.e. the work this one judged."""
     assert status in STATUSES, status
+    now = time.monotonic()
     result = {"name": name, "status": status, "required": bool(required), "details": details,
-              "cause": cause, "fix": fix}
+              "cause": cause, "fix": fix, "time_s": round(now - _CLOCK[0], 3)}
+    _CLOCK[0] = now
     if data:
         result["data"] = data
     return result
@@ -1515,6 +1521,7 @@ GROUP_ORDER = ("env", "static", "gpu", "cupy", "torch", "tensorflow", "jax", "cu
 
 def run_probe(args, run=_run):
     started = time.time()
+    _CLOCK[0] = time.monotonic()
     environ = dict(os.environ)
     inputs = load_inputs(args)
     checks = env_checks(environ)

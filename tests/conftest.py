@@ -83,3 +83,44 @@ def wheelhouse(services) -> Path:
     path = Path(services.get("ENVBUILD_TEST_WHEELHOUSE") or ROOT / ".services" / "wheelhouse")
     assert any(path.glob("py_rattler-*.whl")), "scripts/services.sh fills the wheelhouse"
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_images_this_run_made():
+    """At the end of the run, remove the images this run made: every tag under its
+    repository namespace (tests/image_support.TEST_NAMESPACE), then envbuild-built images
+    left untagged by a moved tag or a failed build since the run started. Images that
+    other runs use are never touched: their tags are elsewhere, and the engine refuses to
+    remove an image a container or a child image still uses."""
+    import time
+
+    started = time.time()
+    yield
+    if not _services_env().get("ENVBUILD_TEST_REGISTRY"):
+        return
+    import docker
+
+    import image_support
+
+    try:
+        client = docker.from_env()
+        images = client.api.images()
+    except docker.errors.DockerException:
+        return
+    mine = f"/{image_support.TEST_NAMESPACE}/"
+    for image in images:
+        for tag in image.get("RepoTags") or []:
+            if mine in tag:
+                _quietly(client.api.remove_image, tag)
+    for image in client.api.images(filters={"dangling": True, "label": "io.envbuild.spec-hash"}):
+        if image.get("Created", 0) >= started - 1:
+            _quietly(client.api.remove_image, image["Id"])
+
+
+def _quietly(remove, name: str) -> None:
+    import docker
+
+    try:
+        remove(name)
+    except docker.errors.APIError:  # in use by a container or a child image: not ours to force
+        pass

@@ -8,10 +8,16 @@ import hashlib
 import io
 import json
 import tarfile
+import uuid
 from pathlib import Path
 
 from envbuild.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework, ResolvedGpu,
                             ResolvedStack, Spec)
+
+# Repositories of this test run live under this name, so that the run removes exactly the
+# images it made (conftest) even while other runs use the same engine.
+RUN = uuid.uuid4().hex[:8]
+TEST_NAMESPACE = f"envbuild-tests/{RUN}"
 
 # Real references, one per family (the recipes' bases); tests map them onto the local
 # registry with --registry-mirror.

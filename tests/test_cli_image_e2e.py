@@ -21,11 +21,14 @@ import requests
 import yaml
 
 from envbuild.probe import NO_GPU
+from image_support import TEST_NAMESPACE
+from test_ci_output import through_pty, validate
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
 
 pytestmark = pytest.mark.docker
 BASE = "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"  # matrices/base_images.yaml
 ENVBUILD = shutil.which("envbuild")
+APP = f"{TEST_NAMESPACE}/e2e-app"  # this run's repository (conftest removes its images)
 
 
 def write_spec(folder: Path, repository: str, **extra) -> Path:
@@ -96,7 +99,7 @@ def no_gpu_host(docker_client):
 def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
     """Steps 1-2: spec file -> resolve -> lock -> dockerfile -> image --push."""
     work = tmp_path_factory.mktemp("e2e")
-    spec = write_spec(work, f"{registry}/e2e/app")
+    spec = write_spec(work, f"{registry}/{APP}")
     mirror = ("--registry-mirror", registry)
 
     resolved = json.loads(ok(envbuild("resolve", spec, "--json", cwd=work)).stdout)
@@ -106,15 +109,20 @@ def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
         [("pytorch", "2.4.1", "12.4", "conda")]
     assert stack["base_image"]["ref"] == BASE and stack["cuda"] == "12.4"
 
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    locked = json.loads(ok(envbuild("lock", spec, "-o", work / "lock", "--json", cwd=work)).stdout)
+    validate("lock", locked)
+    assert locked["verdict"] == "ok" and locked["spec_hash"] == resolved["spec_hash"]
     lockfile = yaml.safe_load((work / "lock" / "conda-lock.yml").read_text())
     assert lockfile["metadata"]["custom_metadata"]["envbuild.spec_hash"] == resolved["spec_hash"]
     locked = {p["name"]: p for p in lockfile["package"]}
     assert locked["pytorch"]["build"] == "py3.11_cuda12.4_cudnn9.1.0_0"  # never the CPU twin
     assert locked["pytorch-mutex"]["build"] == "cuda" and locked["cuda-version"]["version"] == "12.4"
 
-    proc = ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lock", *mirror, cwd=work))
+    proc = ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lock", *mirror, "--json", cwd=work))
     assert "locking into" not in proc.stderr  # the lock matches the spec: used as it is
+    rendered = json.loads(proc.stdout)
+    validate("dockerfile", rendered)
+    assert rendered["base"]["reference"] == f"{registry}/{BASE}" and "conda-lock.yml" in rendered["lock_files"]
     dockerfile = (work / "ctx" / "Dockerfile").read_text()
     assert f"FROM {registry}/{BASE} AS install" in dockerfile
     assert (work / "ctx" / "envbuild" / "image" / "lock" / "conda-lock.yml").read_bytes() == \
@@ -125,7 +133,7 @@ def pushed(tmp_path_factory, registry, wheelhouse, docker_client):
     proc = ok(envbuild(*image_args, "--push", cwd=work))
     ref, pushed_line = proc.stdout.split()
     repository, digest = pushed_line.split("@")
-    assert repository == f"{registry}/e2e/app" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    assert repository == f"{registry}/{APP}" and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
     assert ref.startswith(f"{repository}:") and built_ref(proc.stderr) == ref
     assert f"pushed {pushed_line}" in proc.stderr
     yield {"work": work, "spec": spec, "resolved": resolved, "lockfile": lockfile, "ref": ref,
@@ -161,6 +169,17 @@ def test_pulled_by_digest_the_image_holds_the_locked_environment(pushed, docker_
     assert labels["io.envbuild.frameworks"] == "pytorch==2.4.1+cuda12.4"
     assert labels["io.envbuild.cuda"] == "12.4" and labels["io.envbuild.base"] == BASE
     assert labels["io.envbuild.gpus"] == "NVIDIA A100=8.0"
+    # what the lock installed, not the constraint; when and from what it was built
+    assert labels["io.envbuild.installed.pytorch"] == "2.4.1"
+    assert labels["io.envbuild.installed.cuda-version"] == "12.4"
+    assert labels["io.envbuild.installed.python"].startswith("3.11")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", labels["org.opencontainers.image.created"])
+    assert labels["org.opencontainers.image.version"] == ref.rsplit(":", 1)[1]
+    base_digest = labels["org.opencontainers.image.base.digest"]  # recorded without --pin-digests too
+    assert base_digest == requests.head(f"http://{registry}/v2/{BASE.split(':')[0]}/manifests/{BASE.split(':')[1]}",
+                                        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+                                        timeout=10).headers["Docker-Content-Digest"]
+    assert "org.opencontainers.image.revision" not in labels  # the spec is not in a git checkout
 
 
 def test_same_spec_again_is_a_cache_hit(pushed, docker_client):
@@ -188,6 +207,68 @@ def test_image_context_in_a_folder_with_foreign_files(pushed, tmp_path):
     assert proc.stdout.split()[0] == pushed["ref"] and "up to date" in proc.stderr
     assert (ctx / "Dockerfile").is_file()
     assert snapshot(ctx, skip=("Dockerfile", "envbuild", ".envbuild-outputs")) == before
+def test_cache_hit_json(pushed):
+    """`image --json`: reference, tags, cache hit, sizes, verification verdict; and fast."""
+    import time
+
+    start = time.monotonic()
+    proc = ok(envbuild(*pushed["image_args"], "--json", cwd=pushed["work"]))
+    seconds = time.monotonic() - start
+    data = json.loads(proc.stdout)
+    validate("image", data)
+    assert data["reference"] == pushed["ref"] and data["cache_hit"] is True
+    if data["cached"] == "local":
+        assert data["tags"] == [pushed["ref"]] and data["sizes"]["image_bytes"] > 10_000_000
+    else:  # an earlier test left it only in the registry: nothing is pulled for a plain cache check
+        assert data["cached"] == "registry" and data["image_id"] is None
+    assert data["verification"] == {"verdict": "not_run"} and data["digest"] is None
+    assert seconds < 10, seconds  # bench/bench_cache_hit.py measures it properly
+
+
+def test_progress_through_a_terminal_piped_and_quiet(pushed, registry):
+    """The pushed stack built again under new repositories (same lock, the engine's layer
+    cache warm): live on a pty (escape sequences, steps), plain lines when piped (none),
+    nothing at all with -q."""
+    work = pushed["work"]
+    outputs = {}
+    for mode in ("tty", "piped", "quiet"):
+        argv = [*pushed["image_args"], "--repository", f"{registry}/{APP}-{mode}"] + (["-q"] if mode == "quiet" else [])
+        argv.remove("--progress")
+        argv.remove("plain")
+        if mode == "tty":
+            code, text = through_pty([ENVBUILD, *map(str, argv)], cwd=work, env={**os.environ, "TERM": "xterm"})
+        else:
+            proc = envbuild(*argv, cwd=work)
+            code, text = proc.returncode, proc.stderr
+        assert code == 0, text[-3000:]
+        outputs[mode] = text
+    assert "\x1b[" in outputs["tty"] and re.search(r"\[\d+/\d+\]", outputs["tty"])
+    assert "\x1b" not in outputs["piped"] and re.search(r"^\[\d+/\d+\] ", outputs["piped"], re.M)
+    assert re.search(r"^built \S+-piped:", outputs["piped"], re.M)
+    assert outputs["quiet"] == ""
+
+
+def test_failed_build_output_when_piped(pushed, registry, wheelhouse, tmp_path):
+    """A wheelhouse without the conda installer's py-rattler (only pip): the offline install
+    step fails. Piped, the output has no escape sequences, shows the failing step and its log
+    tail, and ends with the one-line summary (also as the JSON error object on stdout)."""
+    work = pushed["work"]
+    (tmp_path / "pip-only").mkdir()
+    for wheel in wheelhouse.glob("pip-*.whl"):
+        shutil.copy2(wheel, tmp_path / "pip-only")
+    spec = write_spec(work, f"{registry}/{APP}", env={"E2E_FAIL": uuid.uuid4().hex[:6]})
+    proc = envbuild("image", spec, "--lock-dir", work / "lock-fail", "--registry-mirror", registry,
+                    "--wheelhouse", tmp_path / "pip-only", "--json", cwd=work)
+    assert proc.returncode == 1
+    assert not any(line.startswith("Traceback") for line in proc.stderr.splitlines())  # none of envbuild's own
+    assert "\x1b" not in proc.stderr + proc.stdout and "\\n" not in proc.stderr
+    summary = one_error_line(proc)
+    assert re.match(r"envbuild: error: build step \d+/\d+ failed \(RUN python3 /tmp/envbuild/install.py", summary)
+    tail = proc.stderr[proc.stderr.index("last lines of its log:"):]
+    assert "py-rattler" in tail and tail.strip().splitlines()[-1] == summary
+    error = json.loads(proc.stdout)
+    validate("image", error)
+    assert error["error"]["kind"] == "failed" and "py-rattler" in error["error"]["evidence"]
 
 
 def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_host, docker_client, registry,
@@ -195,7 +276,7 @@ def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_hos
     """Step 5: a changed spec builds a new image; without a GPU its verification fails, so its
     content tag is neither created locally nor pushed, and no extra tag appears."""
     work, extra = pushed["work"], f"checked-{uuid.uuid4().hex[:8]}"
-    spec = write_spec(work, f"{registry}/e2e/app", env={"E2E_RUN": extra})
+    spec = write_spec(work, f"{registry}/{APP}", env={"E2E_RUN": extra})
     proc = envbuild("image", spec, "--lock-dir", work / "lock-verify", "--registry-mirror", registry,
                     "--wheelhouse", wheelhouse, "--progress", "plain", "--verify", "--push", "--tag", extra, cwd=work)
     error = one_error_line(proc)
@@ -205,10 +286,10 @@ def test_verify_refuses_to_tag_or_push_an_image_without_a_gpu(pushed, no_gpu_hos
     assert ref != pushed["ref"]
     import docker.errors
 
-    for name in (ref, f"{registry}/e2e/app:{extra}"):
+    for name in (ref, f"{registry}/{APP}:{extra}"):
         with pytest.raises(docker.errors.ImageNotFound):
             docker_client.api.inspect_image(name)
-    tags = registry_tags(registry, "e2e/app")
+    tags = registry_tags(registry, APP)
     assert pushed["ref"].rsplit(":", 1)[1] in tags  # the earlier, pushed image is untouched
     assert ref.rsplit(":", 1)[1] not in tags and extra not in tags
 
@@ -224,8 +305,8 @@ def test_verify_also_gates_a_cache_hit(pushed, no_gpu_host, docker_client, regis
     import docker.errors
 
     with pytest.raises(docker.errors.ImageNotFound):
-        docker_client.api.inspect_image(f"{registry}/e2e/app:{extra}")
-    assert extra not in registry_tags(registry, "e2e/app")
+        docker_client.api.inspect_image(f"{registry}/{APP}:{extra}")
+    assert extra not in registry_tags(registry, APP)
 
 
 def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tmp_path):
@@ -245,6 +326,13 @@ def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tm
         assert NO_GPU in checks[name]["details"]
     assert report["ok"] is False and report["image"] == pushed["by_digest"]
 
+    validate("verify", report)
+    assert report["verdict"] == "fail"
+    # no NVIDIA runtime here: the runner's refusal is recognised, and the GPU checks share it
+    assert checks["runner.gpu_request"]["signature"] == "no_gpu_runtime"
+    assert checks["gpu.nvidia_smi"]["signature"] == "no_gpu_runtime"
+    assert checks["static.python"]["signature"] is None
+
     suite = ET.parse(junit_path).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert set(cases) == set(checks)
@@ -252,6 +340,17 @@ def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tm
     assert failed == set(report["summary"]["failed_required"]) >= {"gpu.nvidia_smi", "torch.cuda"}
     assert not any(name.startswith("static.") for name in failed)
     assert NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+    for name in failed:  # the failure type is the check's signature, never the generic one here
+        assert cases[name].find("failure").get("type") == checks[name]["signature"] != "check_failed"
+    times = [float(case.get("time")) for case in cases.values()]
+    assert all(t >= 0 for t in times) and sum(times) > 0.05  # measured per check, not "0"
+    props = {p.get("name"): p.get("value") for p in suite.find("properties").findall("property")}
+    assert props["image"] == pushed["by_digest"] and props["gpus"] == "none" and props["driver"] == "none"
+    assert props["image_cuda"] == "12.4" and props["gpu_request"] == "none"
+
+    stdout = envbuild("verify", pushed["by_digest"], "--no-perf", "--json", cwd=tmp_path)
+    assert stdout.returncode == 1
+    validate("verify", json.loads(stdout.stdout))
 
 
 # --- bad input along the same path: one line, non-zero exit, nothing lost -----------------------
@@ -308,6 +407,87 @@ def test_export_without_image_names_the_content_tag_pinned_by_digest(pushed, reg
                        "--wheelhouse", wheelhouse, cwd=work))
     job = yaml.safe_load(proc.stdout)
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"{pushed['ref']}@{pushed['digest']}"
+# --- air-gapped: fill a wheelhouse from the lock, then build with the channel gone ---------------
+
+def test_wheelhouse_fill_then_offline_build(tmp_path, registry, wheelhouse, docker_client):
+    """The channel is served over HTTP only while `envbuild wheelhouse` fills DIR from the
+    lock (hash-checked); the image is then built with that server stopped, its archives
+    bundled from DIR's local channel, which `lock` also accepts as a channel."""
+    import functools
+    import http.server
+    import threading
+
+    asyncio.run(archive_channel(tmp_path / "served" / "channel", PYTORCH_CU124_PACKAGES))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    channel_url = f"http://127.0.0.1:{server.server_port}/channel"
+    spec = write_spec(tmp_path, f"{registry}/{APP}-offline", channels=[channel_url])
+    wh = tmp_path / "wh"
+    shutil.copytree(wheelhouse, wh)  # the installer's own wheels (pip, py-rattler), as a mirror would hold them
+    try:
+        proc = ok(envbuild("wheelhouse", spec, "-o", wh, "--lock-dir", tmp_path / "lock", "--json", cwd=tmp_path))
+    finally:
+        server.shutdown()
+        server.server_close()
+    filled = json.loads(proc.stdout)
+    validate("wheelhouse", filled)
+    conda = [f for f in filled["files"] if f["manager"] == "conda"]
+    assert len(conda) == 8 and all(f["downloaded"] and len(f["sha256"]) == 64 for f in conda)
+    assert {f["name"] for f in conda} >= {"pytorch", "cuda-version", "python"}
+    assert (wh / "conda-channel" / "linux-64" / "repodata.json").is_file()
+    lock_urls = (tmp_path / "lock" / "conda-linux-64.lock").read_text()
+    assert channel_url in lock_urls  # the lock still names the (now stopped) channel
+
+    # Again: everything is there with the right hash, nothing is fetched (the server is down).
+    again = json.loads(ok(envbuild("wheelhouse", spec, "-o", wh, "--lock-dir", tmp_path / "lock", "--json",
+                                   cwd=tmp_path)).stdout)
+    assert not any(f["downloaded"] for f in again["files"])
+
+    built = json.loads(ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--registry-mirror", registry,
+                                   "--wheelhouse", wh, "--json", "-q", cwd=tmp_path)).stdout)
+    validate("image", built)
+    assert built["cache_hit"] is False and built["sizes"]["context_bytes"] > 0
+    run = subprocess.run(["docker", "run", "--rm", built["reference"], "python3", "-c",
+                          "import torch; print(torch.__version__, torch.version.cuda)"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["2.4.1", "12.4"], run.stderr
+
+    # The filled folder is a channel `lock` accepts.
+    local = write_spec(tmp_path, f"{registry}/{APP}-offline", channels=[(wh / "conda-channel").as_uri()])
+    ok(envbuild("lock", local, "-o", tmp_path / "lock-local", cwd=tmp_path))
+    assert (wh / "conda-channel").as_uri() in (tmp_path / "lock-local" / "conda-linux-64.lock").read_text()
+
+
+@pytest.mark.parametrize("login", ["none", "wrong password"])
+def test_push_credentials_are_checked_before_any_work(login, user_dir, auth_registry, tmp_path):
+    """A missing or refused login for the push target ends in one line, exit 3, before the
+    lock and the build: the check itself takes under 2 s after start-up (`resolve` of the
+    same spec measures start-up)."""
+    import base64
+    import time
+
+    work, spec = user_dir
+    host, user, _password = auth_registry
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    if login != "none":
+        token = base64.b64encode(f"{user}:not-the-password".encode()).decode()
+        (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
+    env = {**os.environ, "DOCKER_CONFIG": str(config)}
+    start = time.monotonic()
+    envbuild("resolve", spec, cwd=work, env=env)
+    startup = time.monotonic() - start
+    start = time.monotonic()
+    proc = envbuild("image", spec, "--repository", f"{host}/{APP}-denied", "--push", "--json", cwd=work, env=env)
+    took = time.monotonic() - start
+    assert proc.returncode == 3
+    error = one_error_line(proc)
+    assert f"registry {host} denied access" in error and f"docker login {host}" in error
+    assert ("refused" if login != "none" else "no credentials") in error and "not-the-password" not in proc.stderr
+    assert "locking into" not in proc.stderr and "building " not in proc.stderr
+    assert json.loads(proc.stdout)["error"]["kind"] == "environment"
+    assert took < startup + 2, (took, startup)
 
 
 # --- the image runs the Python the lock was made for -------------------------------------------
@@ -355,7 +535,7 @@ def test_a_base_whose_python3_is_not_the_locked_python_fails_the_build_early(pip
     """The catalog says Python 3.10 for this base, so the lock is for 3.10; the image's python3
     is really 3.11: the build stops at the check, before the lock is installed, with one line."""
     wheels, index = pip_demo
-    spec = pip_spec(tmp_path, PY310_BASE, f"{registry}/e2e/python-mismatch")
+    spec = pip_spec(tmp_path, PY310_BASE, f"{registry}/{APP}-python-mismatch")
     resolved, lock_text, proc = lock_and_build(spec, tmp_path, index, wheels, registry)
     assert resolved["resolved"]["python"] == "3.10" and resolved["resolved"]["base_image"]["python"] == "3.10"
     assert "CPython 3.10." in lock_text
@@ -375,7 +555,7 @@ def test_a_base_whose_python3_is_the_locked_python_builds_and_runs_it(pip_demo, 
     wheels, index = pip_demo
     if "24.08-cuda11.8-py3.11" not in registry_tags(registry, "rapidsai/base"):
         pytest.fail(f"the stand-in {PY311_BASE} is not in the registry: run `scripts/services.sh up`")
-    spec = pip_spec(tmp_path, PY311_BASE, f"{registry}/e2e/python-match")
+    spec = pip_spec(tmp_path, PY311_BASE, f"{registry}/{APP}-python-match")
     resolved, lock_text, proc = lock_and_build(spec, tmp_path, index, wheels, registry)
     assert resolved["resolved"]["python"] == "3.11" and "CPython 3.11." in lock_text
     ok(proc)

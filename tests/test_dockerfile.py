@@ -1,4 +1,5 @@
-"""Rendered Dockerfiles: every template and recipe passes hadolint (no error-level finding)
+"""Rendered Dockerfiles: every template and recipe passes hadolint (no finding at any level;
+inline ignores carry their reason)
 and the official Go parser, and carries the NVIDIA env, OCI labels and the probe."""
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ def pip_lock(tmp_path_factory) -> Path:
     return root / "lock"
 
 
-def hadolint_errors(path: Path) -> list[dict]:
+def hadolint_findings(path: Path) -> list[dict]:
     out = subprocess.run(["hadolint", "--format", "json", "--no-fail", str(path)],
                          capture_output=True, text=True, check=True).stdout
-    return [f for f in json.loads(out or "[]") if f["level"] == "error"]
+    return json.loads(out or "[]")  # every level: error, warning, info, style
 
 
 def instructions(path: Path) -> list[dockerfile.Command]:
@@ -72,7 +73,7 @@ def test_every_family_renders_a_clean_dockerfile(family, installer, conda_lock, 
     context = write_context(tmp_path / "ctx", resolution, lock_dir)
     path = context.path / "Dockerfile"
 
-    assert hadolint_errors(path) == []
+    assert hadolint_findings(path) == []
     commands = instructions(path)
     froms = [c.value[0] for c in commands if c.cmd == "FROM"]
     assert froms == [support.FAMILY_BASES[family][0]] * 2  # install stage + final stage, same base
@@ -133,7 +134,7 @@ def test_every_recipe_renders_a_clean_dockerfile(recipe, tmp_path):
                                             resolution.resolved.base_image.ref))
     path = tmp_path / "Dockerfile"
     path.write_text(text)
-    assert hadolint_errors(path) == []
+    assert hadolint_findings(path) == []
     env = env_of_final_stage(instructions(path))
     if resolution.resolved.cuda:
         assert env["NVIDIA_REQUIRE_CUDA"].startswith(f"cuda>={resolution.resolved.cuda}")

@@ -15,7 +15,7 @@ import image_support as support
 from envbuild.dockerfile.context import write_context
 from envbuild.dockerfile.digests import manifest_digest
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.image.build import BuildFailed
 from envbuild.image.make import ImageOptions, make_image
 
@@ -45,7 +45,7 @@ def login(config_dir: Path, registry: str, user: str, password: str) -> None:
 
 
 def options(registry: str, wheelhouse: Path, name: str, **changes) -> ImageOptions:
-    return ImageOptions(repository=f"{registry}/envbuild-tests/{name}", mirror=registry, wheelhouse=wheelhouse,
+    return ImageOptions(repository=f"{registry}/{support.TEST_NAMESPACE}/{name}", mirror=registry, wheelhouse=wheelhouse,
                         **changes)
 
 
@@ -109,7 +109,7 @@ def test_push_to_the_auth_registry_needs_credentials(docker_client, auth_registr
                                                      conda_lock, empty_docker_config):
     host, user, password = auth_registry
     resolution = support.resolution("cuda", name="auth")
-    opts = ImageOptions(repository=f"{host}/envbuild-tests/auth", mirror=registry, wheelhouse=wheelhouse, push=True)
+    opts = ImageOptions(repository=f"{host}/{support.TEST_NAMESPACE}/auth", mirror=registry, wheelhouse=wheelhouse, push=True)
     with pytest.raises(EnvironmentProblem) as info:
         make_image(resolution, conda_lock, opts)
     assert host in info.value.line() and "docker login" in info.value.line()
@@ -129,18 +129,27 @@ def test_broken_step_reports_it_and_keeps_the_previous_tag(docker_client, regist
     resolution = support.resolution("cuda", installer="pip", name="stable")
     opts = options(registry, wheels, "stable", extra_tags=("stable",), check_registry=False)
     first = make_image(resolution, tmp_path / "good", opts)
-    stable = f"{registry}/envbuild-tests/stable:stable"
+    stable = f"{registry}/{support.TEST_NAMESPACE}/stable:stable"
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
 
-    # A lock naming a wheel the wheelhouse does not have: pip fails inside the install step.
+    # A lock whose hash the wheelhouse's wheel does not match: pip refuses it inside the install step.
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "requirements.lock").write_text("envbuild-missing==9.9\n")
+    (tmp_path / "bad" / "requirements.lock").write_text(f"envbuild-stable==1.0 --hash=sha256:{'0' * 64}\n")
     with pytest.raises(BuildFailed) as info:
         make_image(resolution, tmp_path / "bad", opts)
     message = info.value.line()
     assert "build step 6/" in message and "RUN python3 /tmp/envbuild/install.py" in message
-    assert "envbuild-missing" in message  # pip's own complaint, from the end of the step's log
+    assert "\n" not in message and "\\n" not in message  # the summary is one line
+    # pip's own complaint, from the end of the step's log, is the evidence shown before the summary
+    assert "DO NOT MATCH THE HASHES" in info.value.evidence and "last lines of its log:" in info.value.evidence
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
+
+    # A lock naming a wheel the wheelhouse does not have: refused, naming it, before any build.
+    (tmp_path / "missing").mkdir()
+    (tmp_path / "missing" / "requirements.lock").write_text("envbuild-missing==9.9\n")
+    with pytest.raises(UserError, match=r"the wheelhouse lacks locked file\(s\) envbuild-missing==9\.9") as info:
+        make_image(resolution, tmp_path / "missing", opts)
+    assert info.value.exit_code == 2
 
 
 def test_pin_digests_through_basic_auth(docker_client, auth_registry, registry, base_image, conda_lock,

@@ -200,13 +200,15 @@ def test_a_named_base_below_the_floor_is_a_conflict(installer):
 # --- the build stage gives the installer a pip ----------------------------------------------------
 def test_the_cuda_install_stage_adds_python3_venv_unless_a_pip_wheel_is_given(tmp_path):
     lock = tmp_path / "lock"
-    support.write_pip_lock(lock, [support.make_wheel(tmp_path / "w", "envbuild_x", "1.0", "")])
+    wheel = support.make_wheel(tmp_path / "w", "envbuild_x", "1.0", "")
+    support.write_pip_lock(lock, [wheel])
     resolution = support.resolution("cuda", installer="pip")
     online = write_context(tmp_path / "online", resolution, lock).dockerfile
     assert "RUN if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then" in online
     assert "apt-get install -y --no-install-recommends python3 python3-venv" in online
     (tmp_path / "wh").mkdir()
     (tmp_path / "wh" / "pip-26.3-py3-none-any.whl").write_bytes(b"")
+    (tmp_path / "wh" / wheel.name).write_bytes(wheel.read_bytes())  # a wheelhouse holds every locked file
     offline = write_context(tmp_path / "offline", resolution, lock, wheelhouse=tmp_path / "wh")
     assert "RUN if ! command -v python3 >/dev/null 2>&1; then" in offline.dockerfile
     plan = json.loads((offline.path / "envbuild" / "plan.json").read_text())
@@ -226,7 +228,7 @@ def test_a_pip_build_without_a_pip_wheel_installs_and_the_venv_has_pip(docker_cl
     support.write_pip_lock(tmp_path / "lock", [demo])
     resolution = support.resolution("cuda", installer="pip", name="venvpip")
     result = make_image(resolution, tmp_path / "lock", ImageOptions(
-        repository=f"{registry}/envbuild-tests/venvpip", mirror=registry, wheelhouse=wheels, check_registry=False))
+        repository=f"{registry}/{support.TEST_NAMESPACE}/venvpip", mirror=registry, wheelhouse=wheels, check_registry=False))
     out = docker_client.containers.run(result.ref, ["sh", "-c", "python -c 'import envbuild_venvpip as m; "
                                                     "print(m.VERSION)' && python -m pip --version"],
                                        remove=True).decode()
@@ -245,5 +247,5 @@ def test_a_conda_build_without_a_pip_wheel_gets_pip_from_ensurepip(docker_client
     shutil.copytree(wheelhouse, wheels, ignore=shutil.ignore_patterns("pip-*", ".*"))
     resolution, lock = support.locked_demo(tmp_path / "conda", name="venvconda")
     result = make_image(resolution, lock, ImageOptions(
-        repository=f"{registry}/envbuild-tests/venvconda", mirror=registry, wheelhouse=wheels, check_registry=False))
+        repository=f"{registry}/{support.TEST_NAMESPACE}/venvconda", mirror=registry, wheelhouse=wheels, check_registry=False))
     assert docker_client.containers.run(result.ref, ["envbuild-demo"], remove=True).decode() == "envbuild-demo 1.0\n"

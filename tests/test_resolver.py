@@ -364,3 +364,16 @@ def test_tensorflow_arch_list_rejects_gpus_it_has_no_kernels_for():
     # 2.3 has sm_52 but no sm_50 SASS and only compute_70 PTX (tensorflow/tensorflow#46537)
     assert kinds(resolve(spec({"tensorflow": "2.3.0"}, gpus=("5.0",)), M)) == ["gpu_arch_unsupported"]
     assert kinds(resolve(spec({"tensorflow": "2.17.0"}, gpus=("5.2",)), M)) == ["gpu_arch_unsupported"]
+
+
+
+def test_arch_conflict_says_why_an_older_cuda_fix_works():
+    """sm_86 gets native code from CUDA 11.1, yet a CUDA 11.0 build is a valid fix: the
+    message says that 11.0's sm_80 code runs on it through binary compatibility."""
+    r = resolve(spec({"pytorch": "1.7.1"}, cuda="10.2", gpus=("RTX 3090",), installer="pip"), M)
+    assert kinds(r) == ["gpu_arch_unsupported"]
+    message = r.conflicts[0].message
+    assert "needs CUDA >= 11.1 for native sm_86 code" in message
+    assert "or CUDA >= 11.0 for code of an older sm_8x architecture, which it runs through binary compatibility" \
+        in message
+    assert "+cu110" in r.conflicts[0].fixes[0].description

@@ -38,9 +38,12 @@ def resolve_spec(args):
 
     resolution = resolve(spec)
     if not resolution.ok:
+        from envbuild.jsonout import emit, wanted
         from envbuild.report import render
 
         print(render(resolution, colour=False), file=sys.stderr)
+        if wanted(args):  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
+            emit(resolution.to_json())
         raise SystemExit(1)
     return spec, resolution
 
@@ -60,7 +63,8 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
         target = scratch / "lock"
     from envbuild.lock.pip_lock import PipLockFailed
 
-    print(f"envbuild: locking into {target}", file=sys.stderr)
+    if not getattr(args, "quiet", False):  # -q: errors only
+        print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
         api.lock(spec, resolution, platforms, target)
     except (api.LockConflict, PipLockFailed) as exc:
@@ -72,5 +76,11 @@ def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
         if not exc.conflicts:
             print(mask_text(f"envbuild: error: the stack could not be locked: {(str(exc).splitlines() or [''])[0]}"),
                   file=sys.stderr)
+        from envbuild.jsonout import emit, wanted
+
+        if wanted(args):
+            emit({"verdict": "conflict", "stage": "lock", "spec_hash": spec.hash(),
+                  "conflicts": [{"message": mask_text(c.message)} for c in exc.conflicts or ()]
+                  or [{"message": mask_text((str(exc).splitlines() or [''])[0])}]})
         raise SystemExit(1) from None
     return target

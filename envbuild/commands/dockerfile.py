@@ -18,6 +18,8 @@ def configure(parser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="write into a folder that holds other files (they are left as they are)")
     add_build_arguments(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print the outcome as one JSON object (schema/dockerfile.schema.json)")
 
 
 def run(args) -> int:
@@ -35,5 +37,15 @@ def run(args) -> int:
         context = write_context(args.output, resolution, lock_dir, platform=args.platform,
                                 mirror=args.registry_mirror, pin_digests=args.pin_digests,
                                 wheelhouse=args.wheelhouse, force=args.force)
+        lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
+    if args.json:
+        from envbuild.jsonout import emit
+
+        emit({"verdict": "ok", "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
+              "base": {"reference": context.base_ref, "digest": context.base_digest},
+              "installer": context.installer, "lock_dir": str(args.lock_dir) if args.lock_dir else None,
+              "lock_files": lock_files, "spec_hash": resolution.spec.hash(),
+              "matrix_version": resolution.matrix_version})
+        return 0
     print(f"wrote {context.path / 'Dockerfile'} (base {context.base_ref}, {context.installer} environment)")
     return 0

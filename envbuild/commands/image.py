@@ -26,6 +26,9 @@ def configure(parser) -> None:
                        help="keep the context in a --context folder that holds other files (they are left as they are)")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
+    group.add_argument("-q", "--quiet", action="store_true", help="no progress output (errors only)")
+    group.add_argument("--json", action="store_true",
+                       help="print the outcome as one JSON object (schema/image.schema.json)")
     add_build_arguments(parser)
 
 
@@ -37,7 +40,7 @@ def run(args) -> int:
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.errors import UserError
     from envbuild.image import engine
-    from envbuild.image.build import Progress
+    from envbuild.progress import Progress
     from envbuild.image.make import ImageOptions, make_image
 
     spec, resolution = resolve_spec(args)
@@ -51,8 +54,13 @@ def run(args) -> int:
 
         outputs.guard(args.context, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir,
                       flag="--context")
-    engine.connect()  # fail in a second when the engine is down, not after a full solve
-    progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress])
+    engine.ping()  # fail in a second when the engine is down, not after a full solve
+    if args.push:  # and when the registry will refuse the push (before locking and building)
+        from envbuild.image.credentials import check_push_access
+
+        check_push_access(repository)
+    progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress],
+                        quiet=args.quiet)
     with tempfile.TemporaryDirectory(prefix="envbuild-image-") as scratch:
         lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
         options = ImageOptions(repository=repository, extra_tags=tuple(args.tag), push=args.push,
@@ -60,7 +68,36 @@ def run(args) -> int:
                                pin_digests=args.pin_digests, wheelhouse=args.wheelhouse,
                                verify=args.verify, keep_context=args.context, force_context=args.force)
         result = make_image(resolution, lock_dir, options, progress=progress)
+    if args.json:
+        from envbuild.jsonout import emit
+
+        emit(image_json(result, repository, resolution))
+        return 0
     print(result.ref)
     if result.pushed_digest:
         print(f"{repository}@{result.pushed_digest}")
     return 0
+
+
+def image_json(result, repository: str, resolution) -> dict:
+    """`image --json` (schema/image.schema.json)."""
+    verification = result.verification
+    return {
+        "verdict": "ok",
+        "reference": result.ref,
+        "repository": repository,
+        "content_tag": result.ref.rsplit(":", 1)[1],
+        "digest": result.pushed_digest,
+        "image_id": result.image_id,
+        "tags": list(result.tags),
+        "cache_hit": result.cached is not None,
+        "cached": result.cached,
+        "pushed": result.pushed_digest is not None,
+        "base": {"reference": result.base_ref, "digest": result.base_digest},
+        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes},
+        "verification": {"verdict": "pass" if verification["ok"] else "fail", **verification}
+        if verification else {"verdict": "not_run"},
+        "spec_hash": resolution.spec.hash(),
+        "matrix_version": resolution.matrix_version,
+        "seconds": round(result.seconds, 2),
+    }

@@ -11,7 +11,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5000/team/train:tag")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
-    parser.add_argument("--json", dest="json_file", metavar="FILE", help="write the JSON report to FILE ('-' = stdout)")
+    parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                        help="print the JSON report on stdout (schema/verify.schema.json), or write it to FILE")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check) to FILE")
     parser.add_argument("--expect", metavar="SPEC", help="spec file the image should satisfy (resolved for comparison)")
     parser.add_argument("--no-perf", action="store_true", help="skip the bandwidth and GEMM measurements")
@@ -32,17 +33,22 @@ def run(args: argparse.Namespace) -> int:
 
     if args.fleet or args.target:
         return _run_fleet(args)
+
+    import sys
+
+    from envbuild.progress import Progress
+
     report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
-                        perf=not args.no_perf)
+                        perf=not args.no_perf, progress=Progress(sys.stderr))
     data = report.to_json()
-    if args.json_file == "-":
+    if args.json == "-":
         print(json.dumps(data, indent=2))
     else:
-        if args.json_file:
-            atomic.write_text(args.json_file, json.dumps(data, indent=2) + "\n")
+        if args.json:
+            atomic.write_text(args.json, json.dumps(data, indent=2) + "\n")
         print(summary_text(report))
     if args.junit:
-        write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s)
+        write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
     return report.exit_code
 
 
@@ -58,11 +64,11 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout)
-    if args.json_file == "-":
+    if args.json == "-":
         print(json.dumps(report, indent=2))
     else:
-        if args.json_file:
-            atomic.write_text(args.json_file, json.dumps(report, indent=2) + "\n")
+        if args.json:
+            atomic.write_text(args.json, json.dumps(report, indent=2) + "\n")
         print(summary_text(report))
     if args.junit:
         write_junit(args.junit, report)

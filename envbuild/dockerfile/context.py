@@ -82,6 +82,20 @@ def _local_path(url: str) -> Path | None:
     return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
 
 
+# `envbuild wheelhouse` puts the lock's conda archives here, as an indexed channel.
+LOCAL_CHANNEL = "conda-channel"
+
+
+def _in_local_channel(wheelhouse: Path | None, package: lockfiles.CondaPackage) -> Path | None:
+    """The locked archive from the wheelhouse's local channel, if it is there: an offline
+    build then bundles it instead of downloading the lock's URL (the hash is checked at
+    install either way)."""
+    if wheelhouse is None:
+        return None
+    path = wheelhouse / LOCAL_CHANNEL / package.subdir / package.filename
+    return path if path.is_file() else None
+
+
 def _link_or_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -106,7 +120,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     conda = []
     for package in lock.conda:
         entry = {"url": package.url, "sha256": package.sha256, "md5": package.md5, "file": None}
-        local = _local_path(package.url)
+        local = _local_path(package.url) or _in_local_channel(wheelhouse, package)
         if local is not None:  # a build cannot reach the host's files: bundle the archive
             if not local.is_file():
                 raise UserError(f"the lock names {package.url}, which does not exist",
@@ -122,6 +136,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         (ctx / "pip.lock").write_text(strip_text("\n".join(pip_lines) + "\n"), encoding="utf-8")
 
     if wheelhouse is not None:
+        (ctx / "wheelhouse").mkdir(exist_ok=True)  # the plan names it even when it is empty
         for wheel in sorted(wheelhouse.iterdir()):
             if wheel.is_file() and not wheel.name.startswith("."):
                 _link_or_copy(wheel, ctx / "wheelhouse" / wheel.name)
@@ -152,9 +167,21 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     lock = lockfiles.read_lock_dir(lock_dir, platform)
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UserError("wheelhouse folder does not exist", where=str(wheelhouse))
+    # --- locked files: wheelhouse coverage and installed versions ---
+    from envbuild.dockerfile import locked
+
+    if wheelhouse is not None:
+        missing = locked.missing_from_wheelhouse(lock, wheelhouse)
+        if missing:
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise UserError(f"the wheelhouse lacks locked file(s) {', '.join(missing[:3])}{more}",
+                            where=f"--wheelhouse {wheelhouse}",
+                            hint="fill it from the same lock with `envbuild wheelhouse SPEC --lock-dir LOCK -o DIR`")
+    installed = tuple(locked.installed_versions(lock, tuple(f.name for f in stack.frameworks)).items())
+    # --- end locked files ---
     base_ref, digest = resolve_base(resolution, mirror=mirror, pin_digests=pin_digests)
     dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
-                                                  pip_wheel=has_pip_wheel(wheelhouse)))
+                                                  pip_wheel=has_pip_wheel(wheelhouse), installed=installed))
     extra = {}
     if digest:
         record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],

@@ -45,10 +45,11 @@ def docker_credentials(registry: str) -> tuple[str, str] | None:
 class RegistryClient:
     """A requests session for one registry that answers auth challenges once per scope."""
 
-    def __init__(self, ref: Reference, *, timeout: float = 10.0):
+    def __init__(self, ref: Reference, *, timeout: float = 10.0, actions: str = "pull"):
         import requests
 
         self.ref = ref
+        self.actions = actions  # the token scope asked of a Bearer registry ("pull,push" before a push)
         self.timeout = timeout
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "envbuild"
@@ -83,6 +84,8 @@ class RegistryClient:
                 return False
             query = {k: v for k, v in params.items() if k in ("service", "scope")}
             query.setdefault("scope", f"repository:{self.ref.path}:pull")
+            if self.actions != "pull":
+                query["scope"] = f"repository:{self.ref.path}:{self.actions}"
             token = self._request("GET", params["realm"], params=query, auth=self.credentials)
             if token.status_code != 200:
                 return False

@@ -24,6 +24,7 @@ LABEL_NS = "io.envbuild"
 # (a conda prefix carries its own); nvidia/cuda images have none.
 _RUNTIME_PYTHON = (
     "# The pip environment is a venv over the system Python, which nvidia/cuda lacks.\n"
+    "# hadolint ignore=DL3008\n"  # the distribution's python3 follows the base release; see the install stage
     "RUN if ! command -v python3 >/dev/null 2>&1; then \\\n"
     "        apt-get update \\\n"
     "        && apt-get install -y --no-install-recommends python3 \\\n"
@@ -38,6 +39,9 @@ _RUNTIME_PYTHON = (
 # wheelhouse any python3 will do, so an offline build needs no package archive.
 _INSTALL_PYTHON = (
     "# nvidia/cuda images ship no Python; install.py needs @{what} in this stage.\n"
+    "# The distribution's own python3: its version is the base release's, so pinning it would\n"
+    "# break with the next base; the lock pins everything installed into the environment.\n"
+    "# hadolint ignore=DL3008\n"
     "RUN if ! @{test} >/dev/null 2>&1; then \\\n"
     "        apt-get update \\\n"
     "        && apt-get install -y --no-install-recommends python3 python3-venv \\\n"
@@ -88,6 +92,7 @@ class RenderInput:
     base_ref: str  # what FROM names: the catalog reference after mirror and digest pinning
     base_digest: str | None = None
     pip_wheel: bool = False  # the wheelhouse holds a pip wheel: no python3-venv needed
+    installed: tuple[tuple[str, str], ...] = ()  # (package, version) from the lock: frameworks, key libraries
 
 
 def template_path(family: str) -> Path:
@@ -161,6 +166,8 @@ def labels(data: RenderInput) -> dict[str, str]:
         f"{LABEL_NS}.prefix": PREFIX,
         f"{LABEL_NS}.probe": PROBE_PATH,
     }
+    # What the lock installs, not the constraint asked for (`cupy==13` installs 13.6.0).
+    values.update({f"{LABEL_NS}.installed.{name}": version for name, version in data.installed})
     return {k: v for k, v in values.items() if v}
 
 

@@ -8,12 +8,11 @@ failure never moves a tag.
 from __future__ import annotations
 
 import re
-import sys
-import time
 from collections import deque
 from pathlib import Path
 
 from envbuild.errors import UserError
+from envbuild.progress import Progress  # noqa: F401 - `envbuild.image.build.Progress` stays importable
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the classic builder colours a step's stderr red
@@ -26,40 +25,6 @@ class BuildFailed(UserError):
     exit_code = 1
 
 
-class Progress:
-    def __init__(self, stream=None, *, terminal: bool | None = None):
-        self.stream = stream or sys.stderr
-        self.terminal = self.stream.isatty() if terminal is None else terminal
-        self.start = time.monotonic()
-        self._transient = False
-
-    def elapsed(self) -> str:
-        return f"{time.monotonic() - self.start:6.1f}s"
-
-    def _clear(self) -> None:
-        if self._transient:
-            self.stream.write("\r\033[K")
-            self._transient = False
-
-    def line(self, text: str) -> None:
-        self._clear()
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def log(self, text: str) -> None:
-        if self.terminal:
-            self._clear()
-            self.stream.write(("    " + text)[:120])
-            self._transient = True
-        else:
-            self.stream.write(f"    | {text}\n")
-        self.stream.flush()
-
-    def done(self) -> None:
-        self._clear()
-        self.stream.flush()
-
-
 def build(client, context: Path, *, platform: str | None = None, progress: Progress | None = None,
           labels: dict[str, str] | None = None) -> str:
     """Build `context` (which holds its Dockerfile); return the image ID."""
@@ -69,10 +34,13 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
     step, total, command = 0, 0, ""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     image_id = None
+    archive, size = _context_archive(context, progress)
     try:
-        stream = client.api.build(path=str(context), rm=True, forcerm=True, decode=True,
+        upload = _Upload(archive, size, progress.task("sending the build context", total=size))
+        stream = client.api.build(fileobj=upload, custom_context=True, rm=True, forcerm=True, decode=True,
                                   platform=_docker_platform(platform), labels=labels)
         for item in stream:
+            upload.finish()
             if "error" in item:
                 progress.done()
                 detail = (item.get("errorDetail") or {}).get("message") or item["error"]
@@ -97,10 +65,53 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
     except docker.errors.APIError as exc:
         progress.done()
         raise _failure(step, total, command, list(tail), exc.explanation or str(exc)) from None
+    finally:
+        archive.close()
     progress.done()
     if not image_id:
         raise _failure(step, total, command, list(tail), "the engine reported no image")
     return image_id
+
+
+def _context_archive(context: Path, progress):
+    """The build context as a tar file on disk, written with progress (a multi-GB context
+    of wheels and conda archives takes a while). Files are added in sorted order."""
+    import tarfile
+    import tempfile
+
+    files = sorted(p for p in context.rglob("*") if p.is_file() or p.is_dir())
+    total = sum(p.stat().st_size for p in files if p.is_file())
+    task = progress.task("preparing the build context", total=total)
+    archive = tempfile.TemporaryFile(prefix="envbuild-context-", suffix=".tar")
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for path in files:
+            tar.add(path, arcname=path.relative_to(context).as_posix(), recursive=False)
+            if path.is_file():
+                task.update(advance=path.stat().st_size)
+    task.done()
+    size = archive.tell()
+    archive.seek(0)
+    return archive, size
+
+
+class _Upload:
+    """The context file as the engine reads it, reporting how much was sent."""
+
+    def __init__(self, archive, size: int, task):
+        self.archive, self.size, self.task, self._finished = archive, size, task, False
+
+    def __len__(self) -> int:  # requests sends a Content-Length instead of chunks
+        return self.size
+
+    def read(self, size: int = -1) -> bytes:
+        block = self.archive.read(size)
+        self.task.update(advance=len(block))
+        return block
+
+    def finish(self) -> None:  # the engine answered: everything was sent
+        if not self._finished:
+            self._finished = True
+            self.task.done()
 
 
 def _short(command: str, width: int = 100) -> str:
@@ -112,13 +123,17 @@ OWN_ERROR = "envbuild: error: "  # how the Dockerfile's own checks explain a fai
 
 
 def _failure(step: int, total: int, command: str, tail: list[str], detail: str) -> BuildFailed:
+    """The failing step and its log tail as evidence (printed before the summary, ANSI
+    stripped off a terminal); the summary names the step, its command and the engine's words."""
     where = f"build step {step}/{total}" if step else "build"
     own = next((line for line in reversed(tail) if line.startswith(OWN_ERROR)), None)
     if own is not None:  # one of the Dockerfile's checks said what is wrong: that line is the error
         return BuildFailed(f"{where} failed: {own[len(OWN_ERROR):]}", hint="no tag was changed")
     lines = "\n".join(f"    {line}" for line in tail[-TAIL_LINES:]) or "    (no output)"
-    return BuildFailed(f"{where} failed: {detail.strip()}\n  command: {_short(command, 300)}\n  last lines of its log:\n{lines}",
-                       hint="no tag was changed")
+    evidence = f"{where} failed: {_short(command, 300)}\nlast lines of its log:\n{lines}"
+    first = next((x.strip() for x in detail.strip().splitlines() if x.strip()), "no reason given")
+    return BuildFailed(f"{where} failed ({_short(command, 120)}): {_short(first, 300)}",
+                       hint="the step's log is above; no tag was changed", evidence=evidence)
 
 
 def _docker_platform(platform: str | None) -> str | None:

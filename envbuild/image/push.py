@@ -34,7 +34,7 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
     last_error = ""
     for attempt in range(1, attempts + 1):
         digest, error = None, None
-        layers_done = set()
+        layers_done, layers = set(), {}  # layer id -> its progress task while it uploads
         try:
             for item in client.api.push(repository, tag, stream=True, decode=True):
                 if "error" in item:
@@ -44,10 +44,22 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
                 if isinstance(aux, dict) and aux.get("Digest"):
                     digest = aux["Digest"]
                 status, layer = item.get("status", ""), item.get("id")
-                if progress and layer and status in ("Pushed", "Layer already exists", "Mounted from") \
-                        and layer not in layers_done:
+                if not progress or not layer:
+                    continue
+                detail = item.get("progressDetail") or {}
+                if status == "Pushing" and detail.get("current") is not None:
+                    task = layers.get(layer) or layers.setdefault(
+                        layer, progress.task(f"layer {layer}", total=detail.get("total")))
+                    task.update(detail["current"], total=detail.get("total"))
+                elif status in ("Pushed", "Layer already exists") or status.startswith("Mounted from"):
+                    if layer in layers_done:
+                        continue
                     layers_done.add(layer)
-                    progress.line(f"  {progress.elapsed()}  layer {layer}: {status.lower()}")
+                    task = layers.pop(layer, None)
+                    if task is not None:  # uploaded now: bytes, rate and time
+                        task.done("pushed")
+                    else:
+                        progress.line(f"  {progress.elapsed()}  layer {layer}: {status.lower()}")
         except docker.errors.APIError as exc:
             error = exc.explanation or str(exc)
         except docker.errors.DockerException as exc:

@@ -2,8 +2,12 @@
 
 The hash covers everything that decides what the image contains: the resolved stack,
 the spec hash, every file of the build context (rendered Dockerfile, lockfiles, plan,
-probe, bundled archives and wheels), the base digest when pinned, and the data version
+probe), the bundled archives and wheels, the base digest when pinned, and the data version
 (matrix version + envbuild version). Same inputs, same tag; any change, a new tag.
+
+Bundled archives and wheels count by name and size, not by their bytes: the lockfiles,
+which are hashed, carry their sha256 and the installer checks each file against it, so
+reading gigabytes of wheels would add nothing but time to every cache check.
 """
 from __future__ import annotations
 
@@ -17,12 +21,21 @@ from envbuild.model import Resolution, sha256_json, to_jsonable
 TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
 
 
+# Context folders whose files the lock pins by hash (see the module docstring).
+PINNED_BY_LOCK = ("envbuild/wheelhouse/", "envbuild/pkgs/")
+
+
 def file_digests(root: Path, names: tuple[str, ...] | None = None) -> dict[str, str]:
-    """sha256 (with an x/- mode flag) of every file under `root`, or under its entries `names`."""
+    """sha256 (with an x/- mode flag) of every file under `root`, or under its entries `names`;
+    files the lock pins by hash count by size."""
     tops = [root / name for name in names] if names is not None else [root]
     files = [p for top in tops for p in ([top] if top.is_file() else top.rglob("*")) if p.is_file()]
     digests = {}
     for path in sorted(files):
+        name = path.relative_to(root).as_posix()
+        if name.startswith(PINNED_BY_LOCK):
+            digests[name] = f"size:{path.stat().st_size}"
+            continue
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

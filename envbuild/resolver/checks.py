@@ -211,8 +211,15 @@ def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     first = ix.min_cuda_for_sm(g.sm)
     last = ix.max_cuda_for_sm(g.sm)
     facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
+    # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
+    # same major (an sm_80 binary runs on sm_86), which is why a fix may name CUDA < `first`.
+    runnable = [lo for lo, _hi, sms, _row in ix.arch_ranges if runs_on(sms, g.cc)]
+    compat = str(min(runnable)) if runnable else None
     if first is not None and parse_version(first) > b.cuda_v:
-        why = f"{g.label} needs CUDA >= {first}"
+        why = f"{g.label} needs CUDA >= {first} for native sm_{g.sm} code"
+        if compat is not None and parse_version(compat) < parse_version(first):
+            why += (f", or CUDA >= {'.'.join(compat.split('.')[:2])} for code of an older sm_{g.cc[0]}x architecture, "
+                    f"which it runs through binary compatibility")
     elif last is not None and parse_version(last) < b.cuda_v:
         why = f"CUDA {last} was the last toolkit for {g.label}"
     else:

@@ -35,7 +35,7 @@ class Report:
 
     @property
     def checks(self) -> list[dict[str, Any]]:
-        return self.runner_checks + list(self.probe.get("checks", []))
+        return with_signatures(self.runner_checks + list(self.probe.get("checks", [])))
 
     @property
     def failed_required(self) -> list[str]:
@@ -49,9 +49,20 @@ class Report:
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
+    def properties(self) -> dict[str, str]:
+        """What the checks ran on: image, GPUs, driver (JUnit testsuite properties)."""
+        info = self.probe
+        gpus = "; ".join(f"{g.get('name')} (cc {g.get('compute_capability') or '?'})" for g in info.get("gpus") or [])
+        values = {"image": self.image, "gpu_request": self.gpu_request or "none", "gpus": gpus or "none",
+                  "driver": info.get("driver") or "none", "driver_max_cuda": info.get("driver_max_cuda") or "none",
+                  "image_cuda": info.get("image_cuda") or "none", "host": info.get("host") or "",
+                  "probe_version": str(info.get("probe_version") or "")}
+        return {k: str(v) for k, v in values.items() if v}
+
     def to_json(self) -> dict[str, Any]:
         counts = {s: sum(1 for c in self.checks if c["status"] == s) for s in probe_module.STATUSES}
         return {
+            "verdict": "pass" if self.ok else "fail",
             "image": self.image,
             "gpu_request": self.gpu_request,
             "ok": self.ok,
@@ -62,8 +73,35 @@ class Report:
         }
 
 
+GENERIC_SIGNATURE = "check_failed"  # a failure no known signature explains
+
+
+def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each check with a machine-readable `signature`: the recognised failure (see
+    docs/verify.md) for a failed or warning check, null for a passing or skipped one.
+    GPU checks that failed only because no GPU was passed in share the reason the
+    runner found for that (e.g. `no_gpu_runtime`), else `no_device`."""
+    run_level = next((c.get("data", {}).get("signature") or (probe_module.recognise_failure(
+        " ".join(str(c.get(k) or "") for k in ("details", "cause"))) or {}).get("name")
+        for c in checks if c["name"] == "runner.gpu_request" and c["status"] == "fail"), None)
+    out = []
+    for c in checks:
+        signature = None
+        if c["status"] in ("fail", "warn"):
+            signature = (c.get("data") or {}).get("signature")
+            if not signature:
+                found = probe_module.recognise_failure(" ".join(str(c.get(k) or "") for k in ("details", "cause")))
+                signature = found["name"] if found else None
+            if not signature and probe_module.NO_GPU in str(c.get("details") or ""):
+                signature = run_level or "no_device"
+            if not signature and c["status"] == "fail":
+                signature = GENERIC_SIGNATURE
+        out.append(dict(c, signature=signature))
+    return out
+
+
 def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *, client=None,
-               timeout: int = 900, perf: bool = True) -> Report:
+               timeout: int = 900, perf: bool = True, progress=None) -> Report:
     """Verify IMAGE on this host's GPUs.
 
     gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
@@ -79,7 +117,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
     payload = {"expect": expectations(expect_spec), "facts": matrix_facts(), "labels": labels}
     runner_checks: list[dict[str, Any]] = []
     request = _device_requests(gpus) if gpus else None
-    result = _run_probe(docker_client, image, payload, request, timeout, perf)
+    result = _run_probe(docker_client, image, payload, request, timeout, perf, progress)
     if request is not None and result["start_error"]:
         sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
         runner_checks.append(probe_module.check(
@@ -87,7 +125,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
             probe_module._first_line(result["start_error"]),
             "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
             sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
-        result = _run_probe(docker_client, image, payload, None, timeout, perf)
+        result = _run_probe(docker_client, image, payload, None, timeout, perf, progress)
         gpus = None
     if result["start_error"]:
         raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
@@ -158,7 +196,30 @@ def _probe_archive() -> bytes:
     return buf.getvalue()
 
 
-def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool) -> dict[str, Any]:
+def _wait(container, timeout: int, progress) -> dict:
+    """Wait for the probe's container, reporting the time it has run (its GPU children run
+    in parallel inside; the slowest, often a framework import or the GEMMs, decides)."""
+    import requests
+
+    started = time.monotonic()
+    task = progress.task("verification probe running", unit="s") if progress else None
+    try:
+        while True:
+            left = timeout - (time.monotonic() - started)
+            try:
+                return container.wait(timeout=max(1, min(2, left)))
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                if left <= 2:
+                    raise
+                if task:
+                    task.update(time.monotonic() - started)
+    finally:
+        if task:
+            task.done()
+
+
+def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool,
+               progress=None) -> dict[str, Any]:
     import docker.errors
 
     command = PROBE_COMMAND + ("" if perf else " --no-perf")
@@ -169,7 +230,7 @@ def _run_probe(client, image: str, payload: dict, device_requests, timeout: int,
             environment={"ENVBUILD_PROBE_INPUT": json.dumps(payload)}, device_requests=device_requests)
         container.put_archive("/tmp", _probe_archive())
         container.start()
-        status = container.wait(timeout=timeout)
+        status = _wait(container, timeout, progress)
         return {"start_error": None, "exit": status.get("StatusCode"),
                 "stdout": container.logs(stdout=True, stderr=False).decode(errors="replace"),
                 "stderr": container.logs(stdout=False, stderr=True).decode(errors="replace")}

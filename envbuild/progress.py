@@ -1,0 +1,156 @@
+"""Progress for the steps that take a while (base pull, build context, build steps,
+push per layer, verification).
+
+Three modes, chosen once per command:
+  live   on a terminal: `rich` bars with bytes and rate, redrawn in place
+         (rich is imported only when a bar is first shown, so fast commands never load it)
+  plain  piped or in CI: milestone lines, and for a running task one line at most every
+         PLAIN_EVERY seconds; a task that ends within that time prints only its last line
+  quiet  (-q): nothing
+Build log lines are shown in place on a terminal and printed as they come when piped.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from envbuild.terminal import is_terminal, strip_ansi
+
+PLAIN_EVERY = 10.0  # seconds between two plain lines about the same running task
+SLOW = 2.0  # a task that ends sooner gets no "done" line of its own in plain mode
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class Task:
+    """One step with a size (bytes, when known) that advances."""
+
+    def __init__(self, progress: "Progress", label: str, total: float | None, unit: str):
+        self.progress, self.label, self.total, self.unit = progress, label, total, unit
+        self.completed = 0.0
+        self.started = self._last_line = time.monotonic()
+        self._bar = None
+
+    def _amount(self) -> str:
+        if self.unit == "bytes":
+            done = human_bytes(self.completed)
+            rate = self.completed / max(time.monotonic() - self.started, 1e-6)
+            of = f" of {human_bytes(self.total)}" if self.total else ""
+            return f"{done}{of}, {human_bytes(rate)}/s"
+        of = f"/{self.total:.0f}" if self.total else ""
+        return f"{self.completed:.0f}{of} {self.unit}"
+
+    def update(self, completed: float | None = None, *, total: float | None = None, advance: float = 0) -> None:
+        if total is not None:
+            self.total = total
+        self.completed = completed if completed is not None else self.completed + advance
+        self.progress._task_moved(self)
+
+    def done(self, note: str = "") -> None:
+        self.progress._task_done(self, note)
+
+
+class Progress:
+    def __init__(self, stream=None, *, terminal: bool | None = None, quiet: bool = False):
+        self.stream = stream or sys.stderr
+        self.terminal = is_terminal(self.stream) if terminal is None else terminal
+        self.quiet = quiet
+        self.start = time.monotonic()
+        self._transient = False
+        self._live = None  # the rich Progress while bars are shown
+
+    @property
+    def mode(self) -> str:
+        return "quiet" if self.quiet else "live" if self.terminal else "plain"
+
+    def elapsed(self) -> str:
+        return f"{time.monotonic() - self.start:6.1f}s"
+
+    # --- lines ------------------------------------------------------------------------------
+    def _write(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
+            return
+        self._clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _clear(self) -> None:
+        if self._transient:
+            self.stream.write("\r\033[K")
+            self._transient = False
+
+    def line(self, text: str) -> None:
+        """A milestone: always shown (except with -q)."""
+        if not self.quiet:
+            self._write(text)
+
+    def log(self, text: str) -> None:
+        """A line of a build step's own output."""
+        if self.quiet:
+            return
+        if self.terminal and self._live is None:
+            self._clear()
+            self.stream.write(("    " + text)[:120])
+            self._transient = True
+            self.stream.flush()
+        elif not self.terminal:  # piped: the build's own colour codes are dropped
+            self.stream.write(f"    | {strip_ansi(text)}\n")
+            self.stream.flush()
+
+    def done(self) -> None:
+        """Between steps: clear what is drawn in place."""
+        self._stop_live()
+        self._clear()
+        self.stream.flush()
+
+    # --- tasks ------------------------------------------------------------------------------
+    def task(self, label: str, total: float | None = None, unit: str = "bytes") -> Task:
+        task = Task(self, label, total, unit)
+        if self.mode == "live":
+            live = self._live or self._start_live()
+            task._bar = live.add_task(label, total=total, completed=0, amount="")
+        return task
+
+    def _start_live(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress as Bars, TextColumn, TimeElapsedColumn
+
+        self._clear()
+        console = Console(file=self.stream, force_terminal=True, highlight=False)
+        # the amount column is the same text as the plain lines: bytes and rate, or a count
+        self._live = Bars(TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.fields[amount]}"),
+                          TimeElapsedColumn(), console=console, transient=True)
+        self._live.start()
+        return self._live
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _task_moved(self, task: Task) -> None:
+        if self.mode == "live" and task._bar is not None and self._live is not None:
+            self._live.update(task._bar, completed=task.completed, total=task.total, amount=task._amount())
+        elif self.mode == "plain":
+            now = time.monotonic()
+            if now - task._last_line >= PLAIN_EVERY:
+                task._last_line = now
+                self._write(f"  {self.elapsed()}  {task.label}: {task._amount()}")
+
+    def _task_done(self, task: Task, note: str) -> None:
+        took = time.monotonic() - task.started
+        if self.mode == "live" and task._bar is not None and self._live is not None:
+            self._live.remove_task(task._bar)
+            if not self._live.tasks:
+                self._stop_live()
+        if self.mode != "quiet" and (took >= SLOW or note):
+            self._write(f"  {self.elapsed()}  {task.label}: {note or 'done'} ({task._amount()}, {took:.1f}s)")
