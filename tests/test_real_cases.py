@@ -123,12 +123,20 @@ def test_ptx_only_support_is_a_warning():
 
 
 def test_out_of_matrix_request_is_refused_under_strict():
-    # PyTorch 0.4.1 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
+    # PyTorch 0.2.0 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
     import dataclasses
 
-    request = spec({"pytorch": "0.4.1"}, cuda="9.0", gpus=("2.1",), installer="conda")
+    request = spec({"pytorch": "0.2.0"}, cuda="8.0", gpus=("6.1",), installer="conda")
     result = resolve(dataclasses.replace(request, strict=True), matrix.load())
     assert result.verdict == "conflict"
     assert result.conflicts[0].kind == "unknown_fact"
     lenient = resolve(request, matrix.load())
-    assert any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+    assert lenient.ok and any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+
+
+def test_out_of_matrix_version_still_gets_the_cuda_checks():
+    # no row for PyTorch 0.2.0, but CUDA 9.0 itself cannot build for Fermi, and CUDA 9.0 needs driver 384.81
+    request = spec({"pytorch": "0.2.0"}, cuda="9.0", gpus=("2.1",), installer="conda")
+    assert [c.kind for c in resolve(request, matrix.load()).conflicts] == ["gpu_arch_unsupported"]
+    old_driver = spec({"pytorch": "0.2.0"}, cuda="9.0", driver="375.26", installer="conda")
+    assert [c.kind for c in resolve(old_driver, matrix.load()).conflicts] == ["driver_too_old"]

@@ -36,6 +36,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+    "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
 }
 
 
@@ -57,6 +58,7 @@ class Matrices:
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    family_rules: tuple[t.FamilyRule, ...] = ()
 
 
 def _freeze(value: Any) -> Any:

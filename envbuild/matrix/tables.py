@@ -136,6 +136,25 @@ class CupyPackage(Row):
     channels: tuple[str, ...] = ()  # conda channels that publish it
 
 
+# --- matrices/family_rules.yaml -----------------------------------------------------------
+@dataclass(frozen=True)
+class FamilyRule(Row):
+    """A fact about a range of a framework's releases, on one platform or on all: whether a
+    GPU build exists there, its Python range there, its lowest GPU, the CUDA range of that
+    era. It decides where no release row does, and adds per-platform facts to those rows."""
+
+    framework: str = ""  # pytorch | tensorflow | jax | rapids | cupy | "*" (every framework)
+    releases: str = ""  # PEP 440 specifier of the releases it covers; "" = every release
+    platform: str = ""  # linux-64 | win-64 | osx-64 | osx-arm64 | ...; "" = every platform
+    gpu: bool | None = None  # False: no GPU build of these releases on this platform
+    python: str | None = None  # PEP 440 specifier of the Pythons published there
+    min_compute_capability: str | None = None  # "6.0"
+    cuda_min: str | None = None  # the CUDA range the era's GPU builds cover, "11.1"
+    cuda_max: str | None = None
+    cudnn_min: str | None = None
+    advice: str | None = None  # what to do instead, worded for the conflict: "use WSL2 (platform linux-64)"
+
+
 # --- matrices/base_images.yaml ----------------------------------------------------------------
 @dataclass(frozen=True)
 class BaseImage(Row):

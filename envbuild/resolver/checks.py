@@ -12,14 +12,11 @@ from dataclasses import dataclass, field
 
 from envbuild.matrix.lookup import spelled_out_archs
 from envbuild.model import Fact
+from envbuild.resolver import families
 from envbuild.resolver.builds import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
 from envbuild.versions import parse_driver, parse_version
-
-WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
-                     "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -46,7 +43,7 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
     fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
     out: list[Problem] = []
-    out += platform(b, req)
+    out += platform(b, req, ix)
     out += cuda_variant(b, req, cuda_pin)
     out += cuda_floor(b)
     out += python(b, req)
@@ -56,25 +53,23 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     return out
 
 
-def platform(b: Build, req: Request) -> list[Problem]:
+def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
     plat = req.platform
-    if plat.startswith("osx"):
-        return [Problem("platform_unsupported",
-                        f"{b.framework} has no CUDA build for macOS ({plat}): NVIDIA ships no CUDA for macOS, so the "
-                        f"platform must move to linux-64 (or linux-aarch64)", framework=b.framework)]
+    # per-platform facts of the release's family (matrices/family_rules.yaml): no GPU build
+    # there at all, or a narrower Python range than the release row's
+    ruled = families.platform_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", plat, req.python)
+    if any(p.kind == "platform_unsupported" for p in ruled):
+        return ruled
     if plat == "win-64":
-        if b.framework in WINDOWS_GPU_NEVER:
-            return [Problem("platform_unsupported", f"{b.framework} {b.version}: {WINDOWS_GPU_NEVER[b.framework]}",
-                            framework=b.framework)]
         if b.framework == "tensorflow" and not b.windows_gpu:
             return [Problem("platform_unsupported",
                             f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
                             f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
                             framework=b.framework)]
         if b.framework in ("pytorch",) and plat not in b.platforms:
-            return [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
-                            framework=b.framework)]
-        return []
+            return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
+                                    framework=b.framework)]
+        return ruled
     if plat not in b.platforms:
         if b.framework == "pytorch":
             return [Problem("platform_unsupported",
@@ -82,7 +77,7 @@ def platform(b: Build, req: Request) -> list[Problem]:
                             (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
         return [Problem("unknown_fact", f"the matrix does not say whether {b.label} exists for {plat}", soft=True,
                         framework=b.framework)]
-    return []
+    return ruled
 
 
 def cuda_variant(b: Build, req: Request, pin) -> list[Problem]:
@@ -154,7 +149,7 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
 
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
-    for g in req.gpus:
+    for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
         out += _toolkit_knows(b, g, ix)
         if any(not p.soft for p in out):
             continue

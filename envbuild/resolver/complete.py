@@ -35,6 +35,7 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
     nearest: Build | None = None
     unknown: Problem | None = None  # the matrix has no row for the requested version
+    stand_in: Problem | None = None  # the rows of another release of the series judged it (a warning)
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
@@ -47,8 +48,9 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
         candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
     if not candidates:
-        wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
-        out.unknown = Problem("unknown_fact", f"the matrix has no row for {name} {wanted}", framework=name, soft=True)
+        candidates, out.stand_in = _series_stand_in(name, constraint, ix, pin)
+    if not candidates:
+        out.unknown = _unknown_version(name, constraint, ix)
         return out
     if req.installer:
         mine = [b for b in candidates if b.installer == req.installer]
@@ -82,6 +84,59 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         out.nearest = nearest
         out.problems = [_word_variant(p, nearest, candidates, pin) for p in hard]
     return out
+
+
+def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None):
+    """A pinned version without rows, judged by the rows of its release series: a pre-release,
+    nightly, dev or locally labelled build by its final release (inferred), and `X.Y` (= X.Y.0)
+    of a series whose rows begin at X.Y.1 by the series. Returns (builds, warning)."""
+    pinned = _pinned(constraint) or _two_part(constraint)
+    if pinned is None or name == "cupy":
+        return [], None
+    versions = ix.versions.get(name, [])
+    series = [v for v in versions if parse_version(v).release[:2] == pinned.release[:2]]
+    if not series:
+        return [], None
+    release = parse_version(pinned.base_version)
+    same = [v for v in series if parse_version(v) == release]
+    marked = pinned.is_prerelease or pinned.is_postrelease or pinned.is_devrelease or constraint.local is not None
+    if marked:
+        chosen = same or [min(series, key=parse_version)]
+        what = "a nightly/dev build" if pinned.is_devrelease else "a pre-release" if pinned.is_prerelease else \
+            "a post-release" if pinned.is_postrelease else f"a +{constraint.local} build"
+        note = (f"{name} {constraint.text.lstrip('=')} is {what} without rows of its own; envbuild judged it by the "
+                f"{name} {chosen[0]} rows (inferred: the build's own CUDA variants and architectures may differ)")
+    elif not same and release.release[2:3] in ((), (0,)):
+        chosen = series
+        first = min(series, key=parse_version)
+        note = (f"{name} {constraint.text.lstrip('=')} means {release.release[0]}.{release.release[1]}.0, which the "
+                f"matrix does not list: the {release.release[0]}.{release.release[1]} series begins at {first}; "
+                f"envbuild judged the series, so pin {name}=={release.release[0]}.{release.release[1]}.* (or {first})")
+    else:
+        return [], None
+    builds = [b for b in ix.builds.get(name, []) if b.version in set(chosen)]
+    if pin is not None and marked and not any(pin.matches(b.cuda) for b in builds):
+        return [], None  # the pinned variant has no rows: only the CUDA-level checks can judge it
+    return builds, Problem("unknown_fact", note, framework=name, soft=True)
+
+
+def _two_part(constraint: Constraint):
+    """`==2.1` (pip: exactly 2.1.0) as a version, else None."""
+    specs = list(constraint.specifier)
+    if len(specs) == 1 and specs[0].operator == "==" and not specs[0].version.endswith(".*"):
+        v = parse_version(specs[0].version)
+        return v if len(v.release) == 2 else None
+    return None
+
+
+def _unknown_version(name: str, constraint: Constraint, ix: Index) -> Problem:
+    wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
+    known = ix.versions.get(name, [])
+    span = f" (rows cover {name} {known[-1]}..{known[0]})" if known else ""
+    return Problem("unknown_fact",
+                   f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not need it ran: "
+                   f"state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs",
+                   framework=name, soft=True)
 
 
 def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:
