@@ -147,6 +147,7 @@ class FamilyRule(Row):
     releases: str = ""  # PEP 440 specifier of the releases it covers; "" = every release
     platform: str = ""  # linux-64 | win-64 | osx-64 | osx-arm64 | ...; "" = every platform
     gpu: bool | None = None  # False: no GPU build of these releases on this platform
+    released: bool | None = None  # False: never published (or withdrawn): a pin of it says so
     python: str | None = None  # PEP 440 specifier of the Pythons published there
     min_compute_capability: str | None = None  # "6.0"
     cuda_min: str | None = None  # the CUDA range the era's GPU builds cover, "11.1"

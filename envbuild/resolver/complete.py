@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
-from envbuild.resolver import checks
+from envbuild.resolver import checks, families
 from envbuild.resolver.builds import PYTHONS, Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
@@ -107,11 +107,17 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         note = (f"{name} {constraint.text.lstrip('=')} is {what} without rows of its own; envbuild judged it by the "
                 f"{name} {chosen[0]} rows (inferred: the build's own CUDA variants and architectures may differ)")
     elif not same and release.release[2:3] in ((), (0,)):
-        chosen = series
         first = min(series, key=parse_version)
-        note = (f"{name} {constraint.text.lstrip('=')} means {release.release[0]}.{release.release[1]}.0, which the "
-                f"matrix does not list: the {release.release[0]}.{release.release[1]} series begins at {first}; "
-                f"envbuild judged the series, so pin {name}=={release.release[0]}.{release.release[1]}.* (or {first})")
+        withdrawn = [r for r in families.rules_for(ix, name, release, None) if r.released is False]
+        if not withdrawn and parse_version(first).release[2:3] != (1,):
+            return [], None  # the rows may simply not reach back to X.Y.0
+        chosen = series
+        x_y = f"{release.release[0]}.{release.release[1]}"
+        why = (f"was never released ({withdrawn[0].advice})" if withdrawn and withdrawn[0].advice
+               else "was never released" if withdrawn else "is not in the matrix")
+        asked = constraint.text.lstrip("=")
+        said = f"{name} {asked} means {x_y}.0, which" if len(pinned.release) == 2 else f"{name} {asked}"
+        note = f"{said} {why}: the {x_y} series begins at {first}; envbuild judged the series, so pin {name}=={x_y}.* (or {first})"
     else:
         return [], None
     builds = [b for b in ix.builds.get(name, []) if b.version in set(chosen)]

@@ -68,14 +68,17 @@ def platform_problems(ix: Index, framework: str, version: Version | None, label:
     return out
 
 
-def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None):
-    """Rules of an era the release rows do not cover: the oldest GPU, the CUDA range and the
-    cuDNN floor of its GPU builds."""
+def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None,
+                 gpus_only: bool = False):
+    """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.
+    With `gpus_only`, just the oldest GPU (for release rows that do not state one)."""
     from envbuild.resolver.checks import Problem
 
     out = []
     for r in rules_for(ix, framework, version, None):
         if r.platform:
+            continue
+        if gpus_only and not r.min_compute_capability:
             continue
         if r.min_compute_capability:
             low = parse_compute_capability(r.min_compute_capability)
@@ -86,6 +89,8 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
                         f"{label} needs compute capability >= {r.min_compute_capability}; your {g.label} is older, "
                         f"so the GPU must move", (fact(f"{framework} {r.releases}: min compute capability "
                                                       f"{r.min_compute_capability}", r),), framework=framework))
+        if gpus_only:
+            continue
         if cuda and (r.cuda_min or r.cuda_max):
             v = parse_version(cuda)
             low_ok = not r.cuda_min or _at_least(v, parse_version(r.cuda_min))
