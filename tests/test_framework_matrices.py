@@ -108,7 +108,10 @@ def test_pypi_default_is_unique_and_untagged_builds_are_pypi_defaults(m):
     assert max(per_release.values()) == 1
     for b in m.pytorch:
         assert not (b.pypi_default and b.installer != "pip"), b
-        if b.installer == "pip" and b.package == "":
+        if b.installer == "pip" and Version(b.version) < Version("1.2"):
+            # before 1.2 no wheel had a +cuXY tag: each variant was an untagged wheel on its own page
+            assert b.package == "" and b.index_url.endswith("/cu" + b.cuda.replace(".", "")), b
+        elif b.installer == "pip" and b.package == "":
             assert b.pypi_default, f"{b.version} cu{b.cuda}: an untagged wheel is the PyPI build"
         elif b.installer == "pip":
             assert b.package == "+cu" + b.cuda.replace(".", ""), b

@@ -65,6 +65,10 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.nearest = candidates[0]
             return out
         candidates = mine
+    # rows per platform (PyTorch's Windows wheels): where some build lists the platform, those decide
+    on_platform = [b for b in candidates if req.platform in b.platforms]
+    if on_platform and len(on_platform) < len(candidates):
+        candidates = on_platform
     strict = req.spec.strict
     scored = []
     for rank, b in enumerate(candidates):
