@@ -19,7 +19,7 @@ from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, mm
 from envbuild.resolver.request import Request, read_request
-from envbuild.versions import cuda_to_local, parse_driver, parse_version
+from envbuild.versions import cuda_to_local, parse_driver, parse_version, read_local_label
 
 __all__ = ["resolve"]
 
@@ -124,8 +124,7 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
     """The checks that need no release row, for a framework version the matrix lacks: the
     family rules (platform, Python per platform, era floors) and the pinned CUDA against
     driver and GPUs."""
-    pinned = o.constraint.exact
-    version = parse_version(pinned.base_version) if pinned is not None else None
+    version = _representative(o.constraint)
     label = f"{o.name} {o.constraint.text.lstrip('=')}" if o.constraint.text not in ("*", "") else o.name
     ruled = families.platform_problems(ix, o.name, version, label, req.platform, req.python)
     if any(p.kind == "platform_unsupported" for p in ruled):
@@ -137,6 +136,15 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
     if o.pin is not None:
         out += _bare_cuda(req, ix, o.pin, framework=o.name)
     return out
+
+
+def _representative(constraint):
+    """The release a constraint stands for, to find its era's family rules: the pinned
+    version (`2.99` = 2.99.*: 2.99.0), a lower bound (`>=2.11`), else None."""
+    specs = list(constraint.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===", ">=", "~="):
+        return parse_version(parse_version(specs[0].version.removesuffix(".*")).base_version)
+    return None
 
 
 def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) -> list[Problem]:
@@ -227,18 +235,27 @@ def _complete(a: Analysis, choice: Choice) -> None:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
     frameworks = []
-    for name, _c, _l in req.frameworks:
+    for name, constraint, _l in req.frameworks:
         b = choice.builds.get(name)
         if b is not None:
-            frameworks.append(_resolved(b))
+            frameworks.append(_resolved(b, constraint.local))
     have = ix.driver_cuda(req.driver, req.platform) if req.driver else None
     a.stack = ResolvedStack(
         frameworks=tuple(frameworks), cuda=cuda,
-        cudnn=req.spec.cudnn or next((b.cudnn for b in builds if b.cudnn), None),
+        cudnn=_cudnn(req, builds),
         python=python, driver=req.driver, max_driver_cuda=have.cuda if have else None,
         driver_cuda=have.native_cuda if have else None,
         gpus=tuple(g.resolved for g in req.gpus), platform=req.platform, installer=choice.installer,
         channels=_channels(req, builds, choice.installer), base_image=image)
+
+
+def _cudnn(req: Request, builds: list[Build]) -> str | None:
+    """The spec's cuDNN, else the one a jaxlib label states (`+cuda11.cudnn86`), else the build's."""
+    if req.spec.cudnn:
+        return req.spec.cudnn
+    if req.cudnn:
+        return ".".join(map(str, req.cudnn))
+    return next((b.cudnn for b in builds if b.cudnn), None)
 
 
 def _env_cuda(req: Request, builds: list[Build], ix: Index) -> str | None:
@@ -281,7 +298,7 @@ def _channels(req: Request, builds: list[Build], installer: str) -> tuple[str, .
     return tuple(out or ("conda-forge",))
 
 
-def _resolved(b: Build) -> ResolvedFramework:
+def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url = None
@@ -300,7 +317,12 @@ def _resolved(b: Build) -> ResolvedFramework:
     elif b.framework == "tensorflow":
         pip = (f"tensorflow[{b.pip_extra}]=={b.version}" if b.pip_extra else f"tensorflow=={b.version}",)
     elif b.framework == "jax":
-        pip = (f"jax[{b.pip_extra}]=={b.version}",)
+        extra = b.pip_extra
+        cudnn = read_local_label(label).cudnn if label else None
+        if cudnn:  # `+cuda11.cudnn86` asks for the cuDNN 8.6 wheel: its extra, where the release has one
+            wanted = f"cuda{b.cuda_major}_cudnn{cudnn.replace('.', '')}"
+            extra = wanted if wanted in b.row.pip_extras else extra
+        pip = (f"jax[{extra}]=={b.version}",)
     elif b.framework == "rapids":
         if b.installer == "conda":
             conda = (f"rapids=={b.version}.*", f"cuda-version=={b.cuda}")

@@ -160,7 +160,7 @@ def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
                                f"your {g.label} is older, so the GPU must move",
                                (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
                                framework=b.framework))
-    if b.min_cc is None and req.known_gpus:
+    if b.min_cc is None and req.known_gpus and not any(not p.soft for p in out):
         # the row states no lowest GPU: the family's rule for the era decides (JAX dropped Kepler in 0.4.4)
         out += families.era_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True)
     return out
