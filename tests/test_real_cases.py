@@ -71,6 +71,25 @@ REQUESTS = {
     # the system CUDA 11.2 is irrelevant to a pip wheel, so it is not a pin here
     "pt-190cu111-cuda112-system-ok": spec({"pytorch": "1.9.0+cu111"}, driver="460.91.03", gpus=("RTX 2080 Ti",),
                                           python="3.8", installer="pip"),
+    # --- older eras, nightlies, platforms ---
+    # K40m/K40c/GT 740M are compute capability 3.5 boards (named by capability: the model names are the GPU table's)
+    "pt-13-conda-k40m": spec({"pytorch": "1.3.1"}, cuda="10.1", gpus=("3.5",), installer="conda"),
+    "pt-131-conda-k40c": spec({"pytorch": "1.3.1"}, gpus=("3.5",), installer="conda"),
+    "pt-131-conda-k80-ok": spec({"pytorch": "1.3.1"}, gpus=("K80",), installer="conda"),
+    "pt-131cu92-gt740m": spec({"pytorch": "1.3.1+cu92"}, gpus=("3.5",), python="3.7", installer="pip"),
+    "pt-171-cu102-rtx3070": spec({"pytorch": "1.7.1"}, cuda="10.2", gpus=("RTX 3070",), python="3.6", installer="pip"),
+    # a nightly with a +cu124 label: no rows for it, so the CUDA 12.4 label is checked against the GPU
+    "pt-270dev-cu124-rtx5090": spec({"pytorch": "2.7.0.dev20250310+cu124"}, driver="570.124.06", gpus=("RTX 5090",),
+                                    python="3.11", installer="pip"),
+    "rapids-cudf-k80": spec({"rapids": "0.14"}, gpus=("K80",)),
+    "rapids-cudf-k40m": spec({"rapids": "0.18"}, gpus=("3.5",)),
+    "jax-jaxlib-cuda102-dropped": spec({"jax": "0.1.75"}, cuda="10.2"),
+    # "470" read as 470.82.01, the R470 driver JAX's README of the time names
+    "jax-0315-cuda116-driver470": spec({"jax": "0.3.15"}, cuda="11.6", driver="470.82.01"),
+    "tf-212-native-windows-gpu": spec({"tensorflow": "2.12.0"}, gpus=("GTX 1050 Ti",), python="3.10",
+                                      platform="win-64"),
+    "cupy-700-cuda90-gtx580": spec({"cupy": "7.0.0"}, cuda="9.0", driver="390.116", gpus=("2.0",), installer="pip"),
+    "cupy-cuda91-gt730-fermi": spec({"cupy": None}, cuda="9.1", gpus=("2.1",), installer="pip"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -88,6 +107,8 @@ EXPECTED = {
     # Labelled `other`: cog's base-image table lacked Python 3.12 + torch 2.2, although PyTorch ships
     # cp312 wheels for 2.2; envbuild resolves the request.
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
+    # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
+    "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
 }
 
 

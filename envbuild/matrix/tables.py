@@ -153,6 +153,9 @@ class FamilyRule(Row):
     cuda_min: str | None = None  # the CUDA range the era's GPU builds cover, "11.1"
     cuda_max: str | None = None
     cudnn_min: str | None = None
+    # True: the GPU build needs the driver released with the installed CUDA toolkit (it JIT-compiles
+    # with that toolkit's ptxas), so minor-version compatibility does not apply
+    native_driver: bool | None = None
     advice: str | None = None  # what to do instead, worded for the conflict: "use WSL2 (platform linux-64)"
 
 

@@ -132,19 +132,27 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
         source_fact = Fact(rule.rule, rule.source or "envbuild rule", rule.inferred, rule.secondary)
     if b.driver_min and (need is None or parse_driver(b.driver_min) > parse_driver(need)):
         need, source_fact = b.driver_min, fact(f"{b.framework} {b.version} asks for driver >= {b.driver_min}", b.row)
+    native = next((r for r in families.rules_for(ix, b.framework, b.v, None) if r.native_driver), None)
+    if native is not None and ix.native_need(b.cuda) and (need is None or parse_driver(ix.native_need(b.cuda)) > parse_driver(need)):
+        # the build JIT-compiles with the CUDA toolkit's ptxas, whose output needs that toolkit's own driver
+        need = ix.native_need(b.cuda)
+        source_fact = fact(f"{b.framework} {native.releases}: the driver must be at least the one released with the "
+                           f"installed CUDA toolkit (no minor-version compatibility)", native)
     if need is None:
         return [Problem("unknown_fact", f"the matrix has no minimum driver for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
     if parse_driver(req.driver) >= parse_driver(need):
         return []
     have = ix.driver_cuda(req.driver, req.platform)
-    reach = f"supports CUDA up to {have.cuda}" if have.cuda else "is older than every CUDA release in the matrix"
+    top = have.native_cuda if native is not None else have.cuda
+    reach = f"{'natively ' if native is not None else ''}supports CUDA up to {top}" if top else \
+        "is older than every CUDA release in the matrix"
     return [Problem("driver_too_old",
                     f"{b.framework} {b.version} is built for CUDA {b.cuda}, which needs driver >= {need}; "
                     f"your driver {req.driver} {reach}, so upgrade the driver or use a build for CUDA "
-                    f"{have.cuda or 'older'}",
+                    f"{top or 'older'}",
                     (source_fact, Fact(have.rule, have.source or "envbuild rule", have.inferred, have.secondary)),
-                    framework=b.framework, hints={"driver": need, "max_cuda": have.cuda})]
+                    framework=b.framework, hints={"driver": need, "max_cuda": top})]
 
 
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
