@@ -82,6 +82,14 @@ def test_nightly_with_a_variant_the_release_lacks_gets_the_cuda_checks():
     assert_fixes_pass(resolve(r.spec, M))
 
 
+def test_patch_release_without_rows_is_judged_by_its_series():
+    # TensorFlow's tested configurations are per X.Y: 1.15.5 is built like 1.15.0 (CUDA 10.0)
+    r = resolve(spec({"tensorflow": "1.15.5"}, gpus=("RTX 3090",)), M)
+    assert kinds(r) == ["gpu_arch_unsupported"]
+    ok = resolve(spec({"tensorflow": "2.4.1"}, gpus=("V100",)), M)
+    assert ok.ok and warned(ok, "2.4.0 rows") and ok.resolved.frameworks[0].pip_requirements == ("tensorflow==2.4.1",)
+
+
 def test_pin_of_a_never_released_version_names_the_series():
     r = resolve(spec({"jax": "==0.4"}), M)
     assert r.ok and warned(r, "0.4.0", "never released", "jax==0.4.*", "0.4.1")

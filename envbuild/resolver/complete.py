@@ -122,9 +122,23 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         asked = constraint.text.lstrip("=")
         said = f"{name} {asked} means {x_y}.0, which" if len(pinned.release) == 2 else f"{name} {asked}"
         note = f"{said} {why}: the {x_y} series begins at {first}; envbuild judged the series, so pin {name}=={x_y}.* (or {first})"
+    elif not same:
+        # a patch release without rows (TensorFlow's tested configurations are per X.Y):
+        # the nearest release of its series below it, else the series' first
+        lower = [v for v in series if parse_version(v) <= release]
+        chosen = [max(lower, key=parse_version) if lower else min(series, key=parse_version)]
+        note = (f"{name} {constraint.text.lstrip('=')} has no rows of its own; envbuild judged it by the {name} "
+                f"{chosen[0]} rows of its series (inferred: a patch release keeps its series' build configuration)")
     else:
         return [], None
     builds = [b for b in ix.builds.get(name, []) if b.version in set(chosen)]
+    if not marked and len(release.release) >= 3 and release.release[2] > 0:
+        # the patch release is what gets installed; its series' row says how it was built
+        key = ("patch-stand-in", name, str(release))
+        found = ix.memo.get(key)
+        if found is None:
+            found = ix.memo[key] = [dataclasses.replace(b, version=str(release)) for b in builds]
+        builds = found
     if pin is not None and marked and not any(pin.matches(b.cuda) for b in builds):
         return [], None  # the pinned variant has no rows: only the CUDA-level checks can judge it
     return builds, Problem("unknown_fact", note, framework=name, soft=True)
