@@ -90,6 +90,8 @@ REQUESTS = {
                                       platform="win-64"),
     "cupy-700-cuda90-gtx580": spec({"cupy": "7.0.0"}, cuda="9.0", driver="390.116", gpus=("2.0",), installer="pip"),
     "cupy-cuda91-gt730-fermi": spec({"cupy": None}, cuda="9.1", gpus=("2.1",), installer="pip"),
+    # a jaxlib nightly: its label's cuDNN 8.6 against the cuDNN 8.5 it loaded
+    "jax-0411dev-cudnn86-runtime85": spec({"jax": "0.4.11.dev20230517+cuda11.cudnn86"}, cudnn="8.5", python="3.10"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)

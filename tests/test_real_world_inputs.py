@@ -53,6 +53,13 @@ def test_jaxlib_cuda_cudnn_label_sets_cuda_and_cudnn():
     assert kinds(old) == ["driver_too_old"]
 
 
+def test_jaxlib_label_cudnn_is_the_wheels_floor():
+    r = resolve(spec({"jax": "0.4.11.dev20230517+cuda11.cudnn86"}, cudnn="8.5"), M)
+    assert kinds(r) == ["cudnn_mismatch"] and "cuDNN 8.6" in r.conflicts[0].message
+    assert_fixes_pass(r)
+    assert resolve(spec({"jax": "0.4.7+cuda11.cudnn86"}, cudnn="8.9"), M).ok
+
+
 def test_jaxlib_01_label_without_rows_still_gets_cuda_checks():
     # jaxlib 0.1.x has no release rows; its +cudaXYZ label names the CUDA the checks need
     assert kinds(resolve(spec({"jax": "0.1.69+cuda101"}, gpus=("RTX 3090",)), M)) == ["gpu_arch_unsupported"]

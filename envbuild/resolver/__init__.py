@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
-from envbuild.resolver import families, request
+from envbuild.resolver import checks, families, request
 from envbuild.matrix import lookup
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem, runs_on
@@ -133,6 +133,7 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
     if o.pin is not None and cuda is None:
         cuda = str(o.pin.major)
     out = ruled + families.era_problems(ix, o.name, version, label, req, cuda)
+    out += checks.label_cudnn(o.name, req, o.pin)
     if o.pin is not None:
         out += _bare_cuda(req, ix, o.pin, framework=o.name)
     return out

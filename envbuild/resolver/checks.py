@@ -16,7 +16,7 @@ from envbuild.resolver import families
 from envbuild.resolver.builds import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
-from envbuild.versions import parse_driver, parse_version
+from envbuild.versions import parse_driver, parse_version, read_local_label
 
 @dataclass(frozen=True)
 class Problem:
@@ -50,7 +50,28 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     out += driver(b, req, ix)
     out += gpu_arch(b, req, ix)
     out += cudnn(b, req)
+    out += label_cudnn(b.framework, req, cuda_pin)
     return out
+
+
+def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
+    """jaxlib's `+cuda11.cudnn86` names the cuDNN the wheel was compiled with: the runtime
+    cuDNN must be that major with a minor at least as new."""
+    if pin is None or req.cudnn is None or not pin.text.startswith("+"):
+        return []
+    built = read_local_label(pin.text[1:]).cudnn
+    if built is None:
+        return []
+    b = parse_version(built).release
+    want = tuple(req.cudnn)
+    if want[0] == b[0] and want[1:2] >= b[1:2]:
+        return []
+    return [Problem("cudnn_mismatch",
+                    f"the {framework} {pin.text} wheel was compiled with cuDNN {built} and loads only cuDNN {b[0]}.x with a minor "
+                    f">= {b[1] if len(b) > 1 else 0}; you asked for cuDNN {'.'.join(map(str, want))}, so cuDNN or the "
+                    f"wheel's cuDNN variant must move", (Fact(f"the +{pin.text[1:]} label names cuDNN {built}",
+                                                              "the wheel's local version label"),),
+                    framework=framework, hints={"cudnn": built})]
 
 
 def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
