@@ -167,3 +167,8 @@ def test_older_eras_resolve_from_rows(request_, kind):
     r = resolve(request_, M)
     assert kinds(r)[:1] == ([kind] if kind else []), [c.message for c in r.conflicts]
     assert_fixes_pass(r)
+
+
+def test_cuda_only_request_with_a_major_still_checks_the_gpu():
+    # `cuda: "12"` alone means the newest 12.x, which no longer builds for Kepler
+    assert kinds(resolve(spec(cuda="12", gpus=("3.5",)), M)) == ["gpu_arch_unsupported"]

@@ -174,7 +174,8 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
                 f"driver; driver {req.driver} supports CUDA up to {have.native_cuda or 'none in the matrix'}, so upgrade "
                 f"the driver to >= {need} or use CUDA <= {have.native_cuda}",
                 (fact(have.rule, None),), hints={"driver": need, "max_cuda": have.native_cuda}))
-    found = ix.toolkit_sms(cuda) if pin.minor is not None else None  # a major alone: which minor is unknown
+    # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
+    found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
     for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
             who = f"{framework} built with CUDA {cuda}" if framework else f"CUDA {cuda}"
