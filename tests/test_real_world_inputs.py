@@ -172,3 +172,9 @@ def test_older_eras_resolve_from_rows(request_, kind):
 def test_cuda_only_request_with_a_major_still_checks_the_gpu():
     # `cuda: "12"` alone means the newest 12.x, which no longer builds for Kepler
     assert kinds(resolve(spec(cuda="12", gpus=("3.5",)), M)) == ["gpu_arch_unsupported"]
+
+
+def test_rapids_eras_before_the_rows_keep_their_cuda_range():
+    # RAPIDS 23.04's images (and packages) start at CUDA 11.2; 21.06 still had CUDA 10.1-11.2
+    assert kinds(resolve(spec({"rapids": "23.04"}, cuda="10.2"), M)) == ["framework_cuda_mismatch"]
+    assert resolve(spec({"rapids": "21.06"}, cuda="11.2", gpus=("V100",)), M).ok
