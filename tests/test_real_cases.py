@@ -92,6 +92,11 @@ REQUESTS = {
     "cupy-cuda91-gt730-fermi": spec({"cupy": None}, cuda="9.1", gpus=("2.1",), installer="pip"),
     # a jaxlib nightly: its label's cuDNN 8.6 against the cuDNN 8.5 it loaded
     "jax-0411dev-cudnn86-runtime85": spec({"jax": "0.4.11.dev20230517+cuda11.cudnn86"}, cudnn="8.5", python="3.10"),
+    "pt-120-cu100-driver384": spec({"pytorch": "1.2.0"}, cuda="10.0", driver="384.130", python="3.6", installer="pip"),
+    # reports 9010 = an R390 driver (390.116, Ubuntu 18.04's); the .post2 wheel is judged by the 1.0.1 rows
+    "pt-101post2-cu100-driver390": spec({"pytorch": "1.0.1.post2"}, cuda="10.0", driver="390.116", python="3.5",
+                                        installer="pip"),
+    "rapids-2402-gtx1060-pascal-dropped": spec({"rapids": "24.02"}, gpus=("GTX 1060",), installer="conda"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
