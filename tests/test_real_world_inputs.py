@@ -178,3 +178,21 @@ def test_rapids_eras_before_the_rows_keep_their_cuda_range():
     # RAPIDS 23.04's images (and packages) start at CUDA 11.2; 21.06 still had CUDA 10.1-11.2
     assert kinds(resolve(spec({"rapids": "23.04"}, cuda="10.2"), M)) == ["framework_cuda_mismatch"]
     assert resolve(spec({"rapids": "21.06"}, cuda="11.2", gpus=("V100",)), M).ok
+
+
+def _older_era_versions():
+    from envbuild.resolver.context import index
+
+    ix = index(M)
+    era = {"pytorch": "<1.4", "jax": "<0.4.10", "cupy": "<7"}
+    from packaging.specifiers import SpecifierSet
+
+    return [(name, v) for name, spec_ in era.items() for v in ix.versions[name] if SpecifierSet(spec_).contains(v)]
+
+
+@pytest.mark.parametrize("name, version", _older_era_versions())
+def test_fixes_pass_for_every_older_era_release(name, version):
+    # an old driver, a GPU too new and one too old for these releases: every fix offered must resolve
+    r = resolve(spec({name: version}, gpus=("3.0", "8.6"), driver="384.130", python="3.8"), M)
+    assert r.verdict == "conflict"
+    assert_fixes_pass(r)
