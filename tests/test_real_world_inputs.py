@@ -196,3 +196,9 @@ def test_fixes_pass_for_every_older_era_release(name, version):
     r = resolve(spec({name: version}, gpus=("3.0", "8.6"), driver="384.130", python="3.8"), M)
     assert r.verdict == "conflict"
     assert_fixes_pass(r)
+
+
+def test_unknown_cuda_release_warns_that_the_gpus_were_not_checked():
+    r = resolve(spec(cuda="14.0", gpus=("A100",)), M)
+    assert r.ok and warned(r, "no architecture list for CUDA 14.0")
+    assert kinds(resolve(dataclasses.replace(spec(cuda="14.0", gpus=("A100",)), strict=True), M)) == ["unknown_fact"]

@@ -85,12 +85,14 @@ def analyse(spec: Spec, ix: Index) -> Analysis:
                 (a.problems if spec.strict else a.warnings).append(p)
     for p in unknown_facts(req, ix):
         (a.problems if spec.strict else a.warnings).append(p)
-    if not outcomes:
-        a.problems += _bare_cuda(req, ix)
+    found = _bare_cuda(req, ix) if not outcomes else []
     for o in outcomes:
         if o.unknown is not None:
             # no row for this version: every check that does not need one still runs
-            a.problems += _without_row(o, req, ix)
+            found += _without_row(o, req, ix)
+    for p in found:
+        hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
+        (a.problems if hard else a.warnings).append(p)
     choice = None
     if not a.problems:
         choice, apart = combine(outcomes, req)
@@ -176,6 +178,10 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
                 (fact(have.rule, None),), hints={"driver": need, "max_cuda": have.native_cuda}))
     # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
     found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
+    if found is None and (pin.minor is not None or framework is None) and req.known_gpus:
+        out.append(Problem("unknown_fact", f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not "
+                           f"checked against it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows one)",
+                           soft=True, framework=framework))
     for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
             who = f"{framework} built with CUDA {cuda}" if framework else f"CUDA {cuda}"
