@@ -179,8 +179,9 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
     found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
     if found is None and (pin.minor is not None or framework is None) and req.known_gpus:
-        out.append(Problem("unknown_fact", f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not "
-                           f"checked against it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows one)",
+        out.append(Problem("unknown_fact",
+                           f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not checked against "
+                           f"it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows one)",
                            soft=True, framework=framework))
     for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
