@@ -138,6 +138,8 @@ def test_unknown_gpu_does_not_hide_the_other_gpus_or_the_driver():
     ({"pytorch": "1.0.0"}, "win-64", "2.7", "python_unsupported"),  # Windows wheels: Python 3 only
     ({"cupy": "5.4.0"}, "win-64", "3.5", "python_unsupported"),
     ({"pytorch": "0.2.0"}, "osx-64", None, "platform_unsupported"),
+    ({"tensorflow": "1.2.0"}, "osx-64", None, "platform_unsupported"),  # macOS GPU builds ended at 1.1
+    ({"tensorflow": "1.1.0"}, "osx-64", None, None),
 ])
 def test_platform_facts_decide(frameworks, platform, python, kind):
     installer = "pip" if "pytorch" in frameworks else None

@@ -45,10 +45,13 @@ def platform_problems(ix: Index, framework: str, version: Version | None, label:
     from envbuild.resolver.checks import Problem
 
     out = []
-    for r in rules_for(ix, framework, version, platform):
+    rules = rules_for(ix, framework, version, platform)
+    # a framework's own rule outranks the rule for every framework (TensorFlow 1.0/1.1 on macOS)
+    has_gpu = any(r.gpu is True and r.framework == framework and r.platform == platform for r in rules)
+    for r in rules:
         if r.platform != platform:
             continue
-        if r.gpu is False:
+        if r.gpu is False and not (has_gpu and r.framework == "*"):
             why = r.advice or _NO_GPU.get(platform[:3], "use platform linux-64")
             if platform.startswith("osx"):
                 message = f"{label} has no CUDA build for macOS ({platform}): {why}"
