@@ -97,6 +97,9 @@ REQUESTS = {
     "pt-101post2-cu100-driver390": spec({"pytorch": "1.0.1.post2"}, cuda="10.0", driver="390.116", python="3.5",
                                         installer="pip"),
     "rapids-2402-gtx1060-pascal-dropped": spec({"rapids": "24.02"}, gpus=("GTX 1060",), installer="conda"),
+    "tf-14-cuda91-libcublas80": spec({"tensorflow": "1.4"}, cuda="9.1", python="3.6"),
+    # 1.4.1 has no row of its own: TensorFlow's configurations are per 1.4
+    "tf-141-cuda90-libcublas80": spec({"tensorflow": "1.4.1"}, cuda="9.0", python="3.5"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
