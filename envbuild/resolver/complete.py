@@ -50,7 +50,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     if not candidates:
         candidates, out.stand_in = _series_stand_in(name, constraint, ix, pin)
     if not candidates:
-        out.unknown = _unknown_version(name, constraint, ix)
+        out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
     if req.installer:
         mine = [b for b in candidates if b.installer == req.installer]
@@ -94,7 +94,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
     """A pinned version without rows, judged by the rows of its release series: a pre-release,
     nightly, dev or locally labelled build by its final release (inferred), and `X.Y` (= X.Y.0)
     of a series whose rows begin at X.Y.1 by the series. Returns (builds, warning)."""
-    pinned = _pinned(constraint) or _two_part(constraint)
+    pinned = _pinned(constraint)  # `==0.4` (pip: exactly 0.4.0) included
     if pinned is None or name == "cupy":
         return [], None
     versions = ix.versions.get(name, [])
@@ -144,23 +144,16 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
     return builds, Problem("unknown_fact", note, framework=name, soft=True)
 
 
-def _two_part(constraint: Constraint):
-    """`==2.1` (pip: exactly 2.1.0) as a version, else None."""
-    specs = list(constraint.specifier)
-    if len(specs) == 1 and specs[0].operator == "==" and not specs[0].version.endswith(".*"):
-        v = parse_version(specs[0].version)
-        return v if len(v.release) == 2 else None
-    return None
-
-
-def _unknown_version(name: str, constraint: Constraint, ix: Index) -> Problem:
+def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None) -> Problem:
     wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
     known = ix.versions.get(name, [])
     span = f" (rows cover {name} {known[-1]}..{known[0]})" if known else ""
-    return Problem("unknown_fact",
-                   f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not need it ran: "
-                   f"state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs",
-                   framework=name, soft=True)
+    if pin is not None:
+        how = f"its CUDA {pin.short} was checked against the driver and GPUs"
+    else:
+        how = "state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs"
+    return Problem("unknown_fact", f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not "
+                   f"need it ran: {how}", framework=name, soft=True)
 
 
 def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:
