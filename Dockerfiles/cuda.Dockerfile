@@ -14,7 +14,7 @@ RUN if ! command -v python3 >/dev/null 2>&1; then \
         && apt-get install -y --no-install-recommends python3 python3-venv \
         && rm -rf /var/lib/apt/lists/*; \
     fi
-COPY envbuild/ /tmp/envbuild/
+@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}

@@ -10,7 +10,7 @@
 
 FROM @{base_ref} AS install
 USER root
-COPY envbuild/ /tmp/envbuild/
+@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}

@@ -29,6 +29,9 @@ STAND_INS=(
   "nvidia/cuda:12.4.1-devel-ubuntu22.04"
   # in the base-image catalog, so specs can name it and reach it through --registry-mirror
   "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
+  # a catalog base whose Python (3.11) is the stand-in's python3; the nvidia/cuda tags above
+  # say Python 3.10 (Ubuntu 22.04's python3), which the image build must catch
+  "rapidsai/base:24.08-cuda11.8-py3.11"
 )
 # Wheels the image builds install offline (the in-image conda installer and pip itself).
 WHEELS=("py-rattler==0.28.0" "pip")

@@ -155,3 +155,19 @@ def locked_demo(root: Path, family: str = "cuda", **changes) -> tuple[Resolution
     locked = dataclasses.replace(base, spec=spec, resolved=stack)
     lock(spec, locked, None, root / "lock")
     return locked, root / "lock"
+
+
+def simple_index(root: Path, wheels: list[Path]) -> Path:
+    """A PEP 503 simple index in a folder (pip reads `file://` index pages as index.html),
+    each link carrying the wheel's sha256 so `envbuild lock` writes a hashed lock from it."""
+    from packaging.utils import canonicalize_name
+
+    for wheel in wheels:
+        project = root / canonicalize_name(wheel.name.split("-")[0])
+        project.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        (project / "index.html").write_text(
+            f'<!DOCTYPE html><html><body><a href="{wheel.resolve().as_uri()}#sha256={digest}">{wheel.name}</a>'
+            "</body></html>\n")
+    (root / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
+    return root

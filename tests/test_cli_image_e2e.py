@@ -281,3 +281,83 @@ def test_unreachable_engine_is_one_line_and_keeps_the_lock(user_dir):
     error = one_error_line(proc)
     assert "Docker engine is not running" in error and "DOCKER_HOST=unix:///nonexistent" in error
     assert (work / "lock" / "conda-lock.yml").read_bytes() == before
+
+
+# --- the image runs the Python the lock was made for -------------------------------------------
+# The stand-in bases are Debian bookworm, whose python3 is 3.11. Tagged as
+# nvidia/cuda:12.4.1-runtime-ubuntu22.04 it contradicts the catalog (Ubuntu 22.04's python3 is
+# 3.10); tagged as rapidsai/base:24.08-cuda11.8-py3.11 it agrees with it.
+PY310_BASE = "nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+PY311_BASE = "rapidsai/base:24.08-cuda11.8-py3.11"
+INSTALL_STEP = "RUN python3 /tmp/envbuild/install.py"
+
+
+@pytest.fixture(scope="module")
+def pip_demo(tmp_path_factory, wheelhouse) -> tuple[Path, Path]:
+    """(wheelhouse with pip and a demo wheel, a local simple index serving the demo wheel)."""
+    import image_support as support
+
+    root = tmp_path_factory.mktemp("pydemo")
+    wheels = root / "wheels"
+    shutil.copytree(wheelhouse, wheels, ignore=shutil.ignore_patterns("py_rattler*", ".*"))
+    demo = support.make_wheel(wheels, "envbuild_pydemo", "1.0", "VERSION = '1.0'\n")
+    return wheels, support.simple_index(root / "simple", [demo])
+
+
+def pip_spec(folder: Path, base: str, repository: str) -> Path:
+    """A spec that names only a base image and one pip package: the Python is the base's."""
+    spec = {"name": "e2e-python", "installer": "pip", "base_image": base,
+            "packages": {"pip": ["envbuild_pydemo==1.0"]}, "image": {"repository": repository}}
+    path = folder / f"spec-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def lock_and_build(spec: Path, work: Path, index: Path, wheels: Path, registry: str):
+    resolved = json.loads(ok(envbuild("resolve", spec, "--json", cwd=work)).stdout)
+    ok(envbuild("lock", spec, "-o", work / "lock", "--index-url", index.as_uri(), cwd=work))
+    lock_text = (work / "lock" / "requirements.lock").read_text()
+    assert "--hash=sha256:" in lock_text  # a real, hashed pip lock
+    proc = envbuild("image", spec, "--lock-dir", work / "lock", "--registry-mirror", registry,
+                    "--wheelhouse", wheels, "--progress", "plain", cwd=work)
+    assert "locking into" not in proc.stderr  # the lock above is the one the build installs
+    return resolved, lock_text, proc
+
+
+def test_a_base_whose_python3_is_not_the_locked_python_fails_the_build_early(pip_demo, registry, tmp_path):
+    """The catalog says Python 3.10 for this base, so the lock is for 3.10; the image's python3
+    is really 3.11: the build stops at the check, before the lock is installed, with one line."""
+    wheels, index = pip_demo
+    spec = pip_spec(tmp_path, PY310_BASE, f"{registry}/e2e/python-mismatch")
+    resolved, lock_text, proc = lock_and_build(spec, tmp_path, index, wheels, registry)
+    assert resolved["resolved"]["python"] == "3.10" and resolved["resolved"]["base_image"]["python"] == "3.10"
+    assert "CPython 3.10." in lock_text
+
+    error = one_error_line(proc)
+    assert proc.returncode == 1 and proc.stdout == ""
+    failed = re.fullmatch(r"envbuild: error: build step (\d+/\d+) failed: (.*) \(no tag was changed\)", error)
+    assert failed and failed[2] == (
+        f"base image {PY310_BASE}: python3 is Python 3.11, the lock is for Python 3.10 (use a base image whose "
+        "python3 is 3.10, or pin python: 3.11 with a base image that has it, and lock again)")
+    # the step that failed is the Python check; nothing of the lock was installed after it
+    assert re.search(rf"^\[{failed[1]}\] .*  RUN found=\"\$\(python3 ", proc.stderr, re.M), proc.stderr
+    assert INSTALL_STEP not in proc.stderr and "envbuild-install:" not in proc.stderr
+
+
+def test_a_base_whose_python3_is_the_locked_python_builds_and_runs_it(pip_demo, registry, docker_client, tmp_path):
+    wheels, index = pip_demo
+    if "24.08-cuda11.8-py3.11" not in registry_tags(registry, "rapidsai/base"):
+        pytest.fail(f"the stand-in {PY311_BASE} is not in the registry: run `scripts/services.sh up`")
+    spec = pip_spec(tmp_path, PY311_BASE, f"{registry}/e2e/python-match")
+    resolved, lock_text, proc = lock_and_build(spec, tmp_path, index, wheels, registry)
+    assert resolved["resolved"]["python"] == "3.11" and "CPython 3.11." in lock_text
+    ok(proc)
+    assert INSTALL_STEP in proc.stderr  # the check passed and the lock was installed
+    ref = proc.stdout.strip()
+    run = subprocess.run(["docker", "run", "--rm", ref, "sh", "-c",
+                          "python -V; python -c 'import sys, envbuild_pydemo as m; print(m.VERSION, sys.prefix)'"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    version, demo = run.stdout.splitlines()
+    assert re.fullmatch(r"Python 3\.11\.\d+", version)  # the Python the lock was made for
+    assert demo == "1.0 /opt/env"

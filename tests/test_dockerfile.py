@@ -97,6 +97,24 @@ def test_every_family_renders_a_clean_dockerfile(family, installer, conda_lock, 
         sorted(p.name for p in lock_dir.iterdir())
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_pip_build_checks_the_python_before_installing_the_lock(family, pip_lock, conda_lock, tmp_path):
+    """A pip venv is made over the base's python3: the install stage checks it against the
+    locked Python first. A conda prefix brings its own interpreter: no check."""
+    resolution = support.resolution(family, installer="pip")
+    commands = instructions(write_context(tmp_path / "pip", resolution, pip_lock).path / "Dockerfile")
+    runs = [" ".join(c.value) for c in commands if c.cmd == "RUN"]
+    check = next(i for i, r in enumerate(runs) if "sys.version_info" in r)
+    install = next(i for i, r in enumerate(runs) if "/tmp/envbuild/install.py" in r)
+    assert check < install
+    assert '[ "$found" != "3.11" ]' in runs[check] and "exit 1" in runs[check]
+    assert f"envbuild: error: base image {support.FAMILY_BASES[family][0]}: python3 is Python $found, the lock is " \
+           "for Python 3.11 (" in runs[check]
+
+    conda = write_context(tmp_path / "conda", support.resolution(family, installer="conda"), conda_lock)
+    assert "sys.version_info" not in (conda.path / "Dockerfile").read_text()
+
+
 def _recipe_specs() -> list[Path]:
     return sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -138,7 +138,7 @@ def test_broken_step_reports_it_and_keeps_the_previous_tag(docker_client, regist
     with pytest.raises(BuildFailed) as info:
         make_image(resolution, tmp_path / "bad", opts)
     message = info.value.line()
-    assert "build step 5/" in message and "RUN python3 /tmp/envbuild/install.py" in message
+    assert "build step 6/" in message and "RUN python3 /tmp/envbuild/install.py" in message
     assert "envbuild-missing" in message  # pip's own complaint, from the end of the step's log
     assert docker_client.api.inspect_image(stable)["Id"] == first.image_id
 

@@ -42,6 +42,7 @@ KEYS = {
                                                             "min_compute_capability"), ()),
     "cupy": (lambda r: [(r.package, r.cupy_versions)], ("cuda_min", "cuda_max"), ("cupy_versions", "python")),
     "base_images": (lambda r: [r.ref], ("framework_version", "cuda", "cudnn", "python"), ()),
+    "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
     "family_rules": (lambda r: [(r.framework, r.releases, r.platform, r.gpu, r.python, r.min_compute_capability,
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
@@ -251,6 +252,20 @@ def test_cuda_12_dropped_kepler(m):
     assert {"35", "37"} <= set(L.toolkit_sms(m, "11.8")) and not {"35", "37"} & set(L.toolkit_sms(m, "12.0"))
     assert L.last_cuda_for_sm(m, "3.7") == "11.8"
     assert L.last_cuda_for_sm(m, "86") is None  # still in the newest toolkit
+
+
+def test_os_only_bases_run_their_distributions_python3(m):
+    """Every nvidia/cuda row knows the Python its image runs, read from its OS's archive."""
+    by_os = {r.os: r for r in m.distribution_pythons}
+    assert {os: r.python for os, r in by_os.items()}.items() >= {"ubuntu20.04": "3.8", "ubuntu22.04": "3.10",
+                                                                  "ubuntu24.04": "3.12"}.items()
+    for image in m.base_images:
+        if image.family == "cuda":
+            assert image.python == by_os[image.os].python, image.ref
+            assert image.python_source == by_os[image.os].source
+    # framework images keep their own Python (or none when it was not read)
+    rapids = next(i for i in m.base_images if i.ref == "rapidsai/base:24.08-cuda11.8-py3.11")
+    assert rapids.python == "3.11" and rapids.python_source is None
 
 
 def test_base_image_filters(m):

@@ -62,7 +62,8 @@ REQUESTS = {
     "pt-1131-py312": spec({"pytorch": "1.13.1"}, python="3.12", installer="pip"),
     "pt-21-py312-win": spec({"pytorch": "2.1.0"}, python="3.12", platform="win-64", installer="pip"),
     # the project's own image (not in the catalog): judged by its cu128 torch
-    "pt-cu128-rtx5060ti-ok": spec({"pytorch": None}, cuda="12.8", gpus=("RTX 5060 Ti",), python="3.11"),
+    "pt-cu128-rtx5060ti-ok": spec({"pytorch": None}, cuda="12.8", gpus=("RTX 5060 Ti",), python="3.11",
+                                  base_image="lmo3/wyoming-xtts:cu128"),
     "jax-cuda12-driver525-docs-ok": spec({"jax": None}, cuda="12", driver="525.60.13", gpus=("A100",)),
     # 2.15.0rc0 -> the 2.15.0 release (same tested build configuration)
     "tf-2150rc0-h100-ptx-jit-ok": spec({"tensorflow": "2.15.0"}, cuda="12.2", gpus=("H100",), python="3.11"),
@@ -119,6 +120,10 @@ EXPECTED = {
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
     # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
     "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
+    # Labelled ok (TF 2.15 runs on an H100 through PTX JIT) with the user's own Python 3.11. A pip
+    # environment on an nvidia/cuda base is a venv over the distribution's python3, and no Ubuntu
+    # release has 3.11 as python3, so envbuild refuses it and offers Python 3.10 (see the PTX test).
+    "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "python_unsupported", "the image's python3 is not 3.11"),
 }
 
 
@@ -148,7 +153,12 @@ def test_real_case(case_id):
 
 
 def test_ptx_only_support_is_a_warning():
-    result = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
+    import dataclasses
+
+    refused = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
+    assert [f.changes for f in refused.conflicts[0].fixes][0] == {"python": "3.10"}
+    # with the fix applied (the python3 of ubuntu22.04), the case resolves with its PTX warning
+    result = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], python="3.10"), matrix.load())
     assert result.ok
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
 

@@ -77,7 +77,7 @@ def test_an_unknown_local_label_warns_and_the_release_is_judged():
 
 # --- pre-releases, nightlies, never-released pins ---------------------------------------------------
 def test_release_candidate_is_judged_by_its_release():
-    r = resolve(spec({"tensorflow": "2.15.0rc0"}, cuda="12.2", gpus=("H100",), python="3.11"), M)
+    r = resolve(spec({"tensorflow": "2.15.0rc0"}, cuda="12.2", gpus=("H100",), python="3.10"), M)
     assert r.ok and warned(r, "pre-release", "2.15.0")
     assert r.resolved.frameworks[0].version == "2.15.0"
 

@@ -1,6 +1,8 @@
 """The resolver, link by link, against the bundled matrices."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envbuild import matrix
@@ -176,6 +178,77 @@ def test_pip_torch_gets_a_runtime_image():
     assert r.ok and r.resolved.base_image.cuda.startswith("11.8") and r.resolved.base_image.flavour == "runtime"
 
 
+# --- the Python the image runs ---------------------------------------------------------------------
+# A pip environment is a venv over the base image's python3 (on nvidia/cuda, the distribution's);
+# a conda environment brings its own interpreter.
+RECIPES = Path(__file__).parent.parent / "recipes"
+ONE_PIP_PACKAGE = {"cuda": "12.4", "pip_packages": ("einops==0.7.0",)}
+
+
+def _runs_the_locked_python(r) -> bool:
+    stack = r.resolved
+    if stack.installer == "conda" and stack.base_image.family == "cuda":
+        return True  # the conda prefix's own python
+    return stack.base_image.python is not None and stack.base_image.python == stack.python
+
+
+def test_pip_on_nvidia_cuda_locks_for_the_distributions_python3():
+    r = resolve(spec(installer="pip", **ONE_PIP_PACKAGE), M)
+    assert r.ok and r.resolved.base_image.os == "ubuntu22.04"
+    assert r.resolved.python == r.resolved.base_image.python == "3.10"
+
+
+def test_a_pinned_python_no_nvidia_cuda_image_runs_is_a_conflict_with_passing_fixes():
+    r = resolve(spec(python="3.11", installer="pip", **ONE_PIP_PACKAGE), M)
+    assert kinds(r) == ["python_unsupported"]
+    message = r.conflicts[0].message
+    assert "venv over the base image's python3" in message and "Python 3.11" in message
+    assert "ubuntu22.04: 3.10" in message and "ubuntu20.04: 3.8" in message
+    assert any("packages.ubuntu.com/jammy/python3" in f.source for f in r.conflicts[0].facts)
+    fixes = [f.changes for f in r.conflicts[0].fixes]
+    assert fixes[0] == {"python": "3.10"} and {"installer": "conda"} in fixes
+    for fix in r.conflicts[0].fixes:
+        fixed = resolve(spec(python="3.11", installer="pip", **ONE_PIP_PACKAGE).with_changes(fix.changes), M)
+        assert fixed.ok and _runs_the_locked_python(fixed), fix
+
+
+def test_a_conda_environment_brings_its_own_python():
+    r = resolve(spec(python="3.11", installer="conda", **ONE_PIP_PACKAGE), M)
+    assert r.ok and r.resolved.python == "3.11" and r.resolved.base_image.python == "3.10"
+
+
+def test_pip_completion_picks_builds_for_a_python_the_base_runs():
+    # driver 470 starts images up to CUDA 11.4: ubuntu18.04/20.04 (python3 3.6/3.8); the newest
+    # torch needs 3.9+, so the newest torch with a cp38 wheel wins, locked for 3.8
+    r = resolve(spec({"pytorch": None}, driver="470.82.01", installer="pip"), M)
+    assert r.ok and r.resolved.python == r.resolved.base_image.python == "3.8"
+    assert parse_version(r.resolved.frameworks[0].version) < parse_version("2.5")
+
+
+def test_an_explicit_base_is_checked_against_the_python_it_runs():
+    base = "nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+    r = resolve(spec(python="3.11", installer="pip", base_image=base, **ONE_PIP_PACKAGE), M)
+    assert kinds(r) == ["python_unsupported"] and f"Python 3.10 on {base}" in r.conflicts[0].message
+    assert [f.changes for f in r.conflicts[0].fixes][:2] == [{"python": "3.10"}, {"installer": "conda"}]
+    unpinned = resolve(spec(installer="pip", base_image=base, **ONE_PIP_PACKAGE), M)
+    assert unpinned.ok and unpinned.resolved.python == "3.10"
+    # a framework image's Python is the environment's, pinned or not
+    rapids = "rapidsai/base:24.08-cuda11.8-py3.11"
+    assert resolve(spec(installer="pip", base_image=rapids), M).resolved.python == "3.11"
+    assert kinds(resolve(spec(python="3.12", installer="pip", base_image=rapids), M)) == ["python_unsupported"]
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in RECIPES.glob("*.yaml")))
+@pytest.mark.parametrize("installer", ["pip", "conda"])
+def test_an_ok_never_runs_another_python_than_the_lock(recipe, installer):
+    import dataclasses
+
+    r = resolve(dataclasses.replace(load_spec(RECIPES / recipe), installer=installer), M)
+    if r.ok and r.resolved.base_image is not None and r.resolved.base_image.family != "unknown":
+        assert _runs_the_locked_python(r) or r.resolved.base_image.python is None, \
+            (r.resolved.python, r.resolved.base_image)
+
+
 # --- 7. platform --------------------------------------------------------------------------------
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow", "jax", "cupy"])
 def test_no_cuda_on_macos(framework):
@@ -280,7 +353,8 @@ def test_jax_cuda12_floor_follows_the_release():
 
 
 def test_tensorflow_215_on_h100_is_ok_with_a_ptx_jit_warning():
-    r = resolve(spec({"tensorflow": "2.15.0"}, cuda="12.2", gpus=("H100",), python="3.11"), M)
+    # Python 3.10: the python3 of ubuntu22.04, which the pip venv on an nvidia/cuda base runs
+    r = resolve(spec({"tensorflow": "2.15.0"}, cuda="12.2", gpus=("H100",), python="3.10"), M)
     assert r.ok
     assert [w.kind for w in r.warnings] == ["ptx_jit"]
 

@@ -32,6 +32,30 @@ _RUNTIME_PYTHON = (
 )
 
 
+# A pip environment is a venv over the base image's python3, so that python3 must be the
+# Python the lock was made for. Checked before anything is installed, so a mismatch fails
+# the build at once with one line instead of an image that runs another Python.
+_PYTHON_CHECK = (
+    "# The pip environment is a venv over this python3: it must be the locked Python @{python}.\n"
+    "RUN found=\"$(python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')\" \\\n"
+    "    && if [ \"$found\" != \"@{python}\" ]; then \\\n"
+    "        echo \"envbuild: error: base image @{base}: python3 is Python $found, the lock is for Python @{python} "
+    "(use a base image whose python3 is @{python}, or pin python: $found with a base image that has it, and lock "
+    "again)\" >&2; \\\n"
+    "        exit 1; \\\n"
+    "    fi\n"
+)
+
+
+def python_check(installer: str, python: str, base: str) -> str:
+    """The early build step that stops a pip build on a python3 other than the locked one
+    (a conda prefix brings its own interpreter, so it needs none)."""
+    if installer != "pip":
+        return ""
+    major_minor = ".".join(python.split(".")[:2])
+    return _Template(_PYTHON_CHECK).substitute(python=major_minor, base=base)
+
+
 class _Template(string.Template):
     delimiter = "@"
 
@@ -141,4 +165,5 @@ def render(data: RenderInput) -> str:
         user_env=user_env,
         labels=label_text,
         runtime_python=runtime_python,
+        python_check=python_check(data.installer, stack.python, base.ref),
     )

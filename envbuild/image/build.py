@@ -16,6 +16,7 @@ from pathlib import Path
 from envbuild.errors import UserError
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the classic builder colours a step's stderr red
 TAIL_LINES = 15
 
 
@@ -82,7 +83,7 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
             if not text:
                 continue
             for raw in text.splitlines():
-                line = raw.rstrip()
+                line = ANSI.sub("", raw).rstrip()
                 match = STEP.match(line)
                 if match:
                     step, total, command = int(match[1]), int(match[2]), match[3]
@@ -107,8 +108,14 @@ def _short(command: str, width: int = 100) -> str:
     return command if len(command) <= width else command[: width - 3] + "..."
 
 
+OWN_ERROR = "envbuild: error: "  # how the Dockerfile's own checks explain a failed step
+
+
 def _failure(step: int, total: int, command: str, tail: list[str], detail: str) -> BuildFailed:
     where = f"build step {step}/{total}" if step else "build"
+    own = next((line for line in reversed(tail) if line.startswith(OWN_ERROR)), None)
+    if own is not None:  # one of the Dockerfile's checks said what is wrong: that line is the error
+        return BuildFailed(f"{where} failed: {own[len(OWN_ERROR):]}", hint="no tag was changed")
     lines = "\n".join(f"    {line}" for line in tail[-TAIL_LINES:]) or "    (no output)"
     return BuildFailed(f"{where} failed: {detail.strip()}\n  command: {_short(command, 300)}\n  last lines of its log:\n{lines}",
                        hint="no tag was changed")

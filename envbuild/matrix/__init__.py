@@ -35,6 +35,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
+    "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
     "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
 }
@@ -57,6 +58,7 @@ class Matrices:
     rapids: tuple[t.RapidsRelease, ...] = ()
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
+    distribution_pythons: tuple[t.DistributionPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     family_rules: tuple[t.FamilyRule, ...] = ()
 
@@ -106,7 +108,21 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     for attr, (filename, key, row_type) in TABLES.items():
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
+    tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
     return Matrices(version=version, **tables)
+
+
+def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:
+    """An OS-only base (no framework, no Python of its own) runs the python3 of its
+    distribution: the Dockerfile installs it from the OS archive."""
+    by_os = {p.os: p for p in pythons}
+    out = []
+    for image in images:
+        found = by_os.get(image.os) if image.python is None and image.framework is None else None
+        if found is not None:
+            image = dataclasses.replace(image, python=found.python, python_source=found.source)
+        out.append(image)
+    return tuple(out)
 
 
 def _cache_dir() -> Path:

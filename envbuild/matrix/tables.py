@@ -169,9 +169,23 @@ class BaseImage(Row):
     framework_version: str | None = None
     cuda: str | None = None  # "12.4" (major.minor) or "12.4.1"
     cudnn: str | None = None
+    # The Python the image runs: the framework image's own, or for an OS-only base
+    # (nvidia/cuda) its distribution's python3, filled in from `DistributionPython` when
+    # the tables are loaded (then `python_source` says where it was read). None = not read.
     python: str | None = None  # "3.11"
     os: str | None = None  # "ubuntu22.04"
     platforms: tuple[str, ...] = ("linux-64",)
+    python_source: str | None = None
+
+
+@dataclass(frozen=True)
+class DistributionPython(Row):
+    """The python3 an OS release's own archive installs (what `apt-get install python3`
+    gives on an OS-only base)."""
+
+    os: str = ""  # as base image rows name it: "ubuntu22.04"
+    python: str = ""  # major.minor: "3.10"
+    package: str | None = None  # the python3 package version read: "python3 3.10.6-1~22.04"
 
 
 # --- matrices/gpu_peak.yaml -----------------------------------------------------------------

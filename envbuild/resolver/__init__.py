@@ -74,6 +74,19 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 
 
 def analyse(spec: Spec, ix: Index) -> Analysis:
+    a = _analyse(spec, ix)
+    # A pip venv runs the base image's python3. When the newest builds need a Python that
+    # no fitting image has, the newest builds for a Python an image does have win.
+    retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
+    if retry is not None and not spec.python:
+        for py in retry.hints["base_pythons"]:
+            again = _analyse(spec.with_changes({"python": py}), ix)
+            if not again.problems:
+                return again
+    return a
+
+
+def _analyse(spec: Spec, ix: Index) -> Analysis:
     req = read_request(spec, ix)
     family_check = base_image.family_filter(req, ix)
     outcomes = [evaluate(name, c, local, req, ix, family_check) for name, c, local in req.frameworks]
@@ -228,10 +241,12 @@ def _complete(a: Analysis, choice: Choice) -> None:
     python = choice.python or req.python or DEFAULT_PYTHON
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
-    image, problems = base_image.choose(req, ix, builds, cuda, python)
-    if image is not None and image.family != "cuda" and not req.python:
+    image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer)
+    if image is not None and not req.python and base_image.binds_python(image, choice.installer):
         if image.python:
-            python = mm(parse_version(image.python))  # a framework image brings its own Python
+            # The environment runs the image's own Python (a framework image's, or the python3
+            # a pip venv is made over), so that is the Python to lock for.
+            python = mm(parse_version(image.python))
         else:
             # The environment is built on the image's own Python, which the catalog does not
             # record: the lock would assume a Python the image may not have.

@@ -7,8 +7,15 @@ framework image or a build that loads the system CUDA before 11.0; the same majo
 CUDA is newer than the host driver supports natively (NVIDIA_REQUIRE_CUDA); and the
 smallest flavour that works is taken: runtime, or devel when something compiles CUDA
 code (nvcc, or CuPy's NVRTC on CUDA >= 12.2, which needs the toolkit headers).
+
+Python: the image must run the Python the environment is locked for. A pip environment
+is a venv over the image's python3 (for nvidia/cuda, the distribution's python3 the
+Dockerfile installs), so that python3 must be the locked Python; a conda prefix brings
+its own interpreter. A framework image's Python is its framework's, whatever the installer.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from packaging.version import Version
 
@@ -23,6 +30,7 @@ from envbuild.versions import parse_version
 # Packages that build CUDA code at install or run time and so need nvcc (a devel image).
 NEEDS_COMPILER = {"cuda-nvcc", "nvcc", "flash-attn", "flash_attn", "apex", "pycuda", "cuda-toolkit"}
 FRAMEWORK_FAMILIES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "rapids": "rapids"}
+_FAMILY_NAMES = {"cuda": "nvidia/cuda"}
 _FLAVOUR_RANK = {"runtime": 0, "devel": 1, None: 2, "base": 3}
 
 
@@ -92,12 +100,61 @@ def _same_version(image_version: str | None, version: str) -> bool:
     return a[:n] == b[:n]
 
 
-def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None
-           ) -> tuple[BaseImageChoice | None, list[Problem]]:
+def binds_python(img: t.BaseImage | BaseImageChoice, installer: str) -> bool:
+    """Is the image's own Python the one the environment runs? Yes for a framework image
+    (its framework lives in that Python) and for a pip venv over an OS-only base's
+    python3; no for a conda prefix on an OS-only base, which brings its own interpreter."""
+    return img.family != "cuda" or installer == "pip"
+
+
+def _pythons_allowed(req: Request, builds: list[Build]) -> frozenset[str] | None:
+    """The Pythons the environment may run: the pinned one, else those every build
+    supports (None = any)."""
+    if req.python:
+        return frozenset((req.python,))
+    known = [b.pythons for b in builds if b.pythons is not None]
+    return frozenset.intersection(*map(frozenset, known)) if known else None
+
+
+def _python_fact(ix: Index, img: t.BaseImage):
+    row = next((r for r in ix.m.distribution_pythons if img.python_source and r.source == img.python_source), None)
+    if row is not None:
+        return fact(f"{row.os} installs {row.package or 'python3 ' + row.python} as python3", row)
+    return fact(f"{img.ref}: Python {img.python}", img)
+
+
+def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, skipped: list[t.BaseImage],
+                     builds: list[Build]) -> Problem:
+    """A pip environment whose Python no otherwise fitting image runs."""
+    have = {}
+    for img in skipped:
+        have.setdefault(img.os or img.ref, img)
+    listed = ", ".join(f"{name}: {img.python}" for name, img in have.items())
+    wanted = f"Python {req.python}" if req.python else "a Python the frameworks support"
+    where = f" with CUDA {cuda}" if cuda else ""
+    offered = {mm(parse_version(img.python)) for img in skipped if img.python}
+    every = sorted(offered, key=parse_version, reverse=True)
+    supported = _pythons_allowed(dataclasses.replace(req, python=None), builds)
+    if supported is not None:
+        offered &= supported  # only Pythons the frameworks have builds for are worth a fix
+    pythons = sorted(offered, key=parse_version, reverse=True)
+    return Problem(
+        "python_unsupported",
+        f"a pip environment is a venv over the base image's python3, and no {_FAMILY_NAMES.get(family, family)} "
+        f"image{where} runs {wanted} ({listed}), so Python, the installer (a conda environment brings its own "
+        f"Python) or the base image must move",
+        tuple(dict.fromkeys(_python_fact(ix, img) for img in have.values())),
+        hints={"pythons": pythons, "installer": "conda", "base_pythons": every})
+
+
+def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
+           installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
         return None, []
     if req.spec.base_image:
-        return _explicit(req, ix, builds, cuda, python)
+        return _explicit(req, ix, builds, cuda, installer)
+    allowed = _pythons_allowed(req, builds)
+    python_skipped: list[t.BaseImage] = []
     family = "cuda" if req.spec.base == "auto" else req.spec.base
     devel_why = needs_devel(req, builds, cuda)
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
@@ -126,8 +183,14 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
             continue
         if cuda and not builds and mm(img_cuda) != mm(parse_version(cuda)):
             continue
+        if carrier is None and binds_python(img, installer) and img.python and allowed is not None \
+                and mm(parse_version(img.python)) not in allowed:
+            python_skipped.append(img)  # the venv would run another Python than the lock's
+            continue
         exact = cuda is not None and _same_cuda(img_cuda, cuda)
         options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), _num(img_cuda), _os_rank(img)), img, img_cuda))
+    if not options and python_skipped:
+        return None, [_no_python_match(req, ix, family, cuda, python_skipped, builds)]
     if not options:
         where = f" with CUDA {cuda}" if cuda else ""
         limit = f" that driver {req.driver} can start (CUDA <= {native})" if native else ""
@@ -172,7 +235,7 @@ def _choice(img: t.BaseImage, why: str) -> BaseImageChoice:
                            python=img.python, os=img.os, source=img.source, why=why)
 
 
-def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None
+def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, installer: str
               ) -> tuple[BaseImageChoice | None, list[Problem]]:
     ref = req.spec.base_image
     img = find_image(ix, ref)
@@ -215,7 +278,26 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, py
     if devel_why and img.flavour in ("base", "runtime"):
         problems.append(Problem("base_image_cuda_mismatch", f"{devel_why}; {img.ref} is {img.flavour}, so the base "
                                 f"image must move to a devel flavour", facts))
-    if img.python and python and mm(parse_version(img.python)) != python:
-        problems.append(Problem("python_unsupported", f"the base image {img.ref} carries Python {img.python}; you asked "
-                                f"for Python {python}, so Python or the base image must move", facts))
+    problems += _explicit_python(req, ix, img, builds, installer, facts)
     return _choice(img, "given in the spec"), problems
+
+
+def _explicit_python(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], installer: str,
+                     facts: tuple) -> list[Problem]:
+    if not img.python or not binds_python(img, installer):
+        return []
+    have = mm(parse_version(img.python))
+    allowed = _pythons_allowed(req, builds)
+    if allowed is None or have in allowed:
+        return []
+    wanted = f"Python {req.python}" if req.python else \
+        f"a Python {', '.join(b.framework + ' ' + b.version for b in builds)} supports"
+    hints = {"pythons": [have], "base_image": True, "base_pythons": [have]}
+    if img.family != "cuda":
+        return [Problem("python_unsupported", f"the base image {img.ref} carries Python {img.python}; the environment "
+                        f"needs {wanted}, so Python or the base image must move", facts, hints=hints)]
+    return [Problem("python_unsupported",
+                    f"a pip environment is a venv over the base image's python3, which is Python {have} on {img.ref}; "
+                    f"the environment needs {wanted}, so Python, the installer (a conda environment brings its own "
+                    f"Python) or the base image must move", facts + (_python_fact(ix, img),),
+                    hints={**hints, "installer": "conda"})]
