@@ -61,7 +61,36 @@ def main() -> int:
         print(f"{name:40} {verdict:9} {cold_ms:8.1f} {warm_ms:8.1f} {cli_ms:8.0f}")
     print(f"\npython -c pass: {python_pass:.0f} ms; slowest envbuild resolve: {worst:.0f} ms "
           f"({worst / python_pass:.1f}x python -c pass)")
+    gpu_names(m, args)
     return 0
+
+
+# a fresh process: load the (cached) tables, then look one GPU name up, as one CLI call does
+FIRST_LOOKUP = """
+import time
+from envbuild import matrix
+from envbuild.matrix import lookup as L
+m = matrix.load()
+t = time.perf_counter()
+L.find_gpu(m, "Tesla V100-SXM2-16GB")
+print((time.perf_counter() - t) * 1000)
+"""
+
+
+def gpu_names(m, args) -> None:
+    """GPU name lookups: the first one in a process (index build or cache), then each further one."""
+    import yaml
+
+    from envbuild.matrix import lookup as L
+
+    names = [s["name"] for s in yaml.safe_load((ROOT / "tests/data/gpu_names.yaml").read_text())["samples"]]
+    first = statistics.median(float(subprocess.run([sys.executable, "-c", FIRST_LOOKUP], check=True, capture_output=True,
+                                                   text=True).stdout) for _ in range(args.cli_repeat))
+    per_name = median_ms(lambda: [L.find_gpu(m, n) for n in names], args.repeat) / len(names) * 1000
+    cli = median_ms(lambda: subprocess.run(["envbuild", "matrix", "gpu", "Tesla V100-SXM2-16GB"], stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL), args.cli_repeat)
+    print(f"GPU table: {len(m.gpus)} rows; first lookup in a process {first:.2f} ms; "
+          f"then {per_name:.0f} us per name ({len(names)} nvidia-smi names); `envbuild matrix gpu` {cli:.0f} ms")
 
 
 if __name__ == "__main__":

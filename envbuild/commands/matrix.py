@@ -115,19 +115,30 @@ def _gpu(m, args):
         sm = L.sm_of(cc)
         data = {"compute_capability": cc, "sm": f"sm_{sm}", "gpus": [g.name for g in gpus],
                 "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm)}
-        lines = [f"compute capability {cc} (sm_{sm})", f"  GPUs: {', '.join(data['gpus']) or 'none in the matrix'}"]
+        lines = [f"compute capability {cc} (sm_{sm})", f"  GPUs ({len(gpus)}): {', '.join(data['gpus']) or 'none in the matrix'}"]
         lines += _cuda_range_lines(data)
         return data, lines
-    gpu = L.find_gpu(m, args.name)
-    if gpu is None:
+    rows = L.gpu_candidates(m, args.name)
+    if len(rows) > 1:  # the name fits GPUs of different compute capabilities: say so, never pick one
+        names = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
+        raise UserError(f"ambiguous GPU {args.name!r}: {names}", where="matrix gpu",
+                        hint="name the model in full, or give its compute capability")
+    if not rows:
         raise _suggest(args.name, L.gpu_names(m), "GPU", "gpu")
+    gpu = rows[0]
     sm = L.sm_of(gpu.compute_capability)
-    data = {"gpu": _row(gpu), "sm": f"sm_{sm}", "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm)}
+    exact = L.gpu_key(args.name) in {L.gpu_key(n) for n in (gpu.name, *gpu.aliases)}
+    data = {"gpu": _row(gpu), "sm": f"sm_{sm}", "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm),
+            "exact_name": exact}
     kind = {True: "data center", False: "not data center", None: "unknown"}[gpu.datacenter]
     lines = [
         f"{gpu.name}: compute capability {gpu.compute_capability} (sm_{sm}), {gpu.architecture}, {kind}",
         f"  aliases: {', '.join(gpu.aliases) or '-'}",
     ]
+    if not exact:
+        lines.append(f"  {args.name!r} matched without its board, edition or product-line words (they do not change the compute capability)")
+    if gpu.memory_gb is not None:
+        lines.append(f"  memory: {gpu.memory_gb} GB")
     lines += _cuda_range_lines(data)
     lines.append(f"  source: {gpu.source}{_marks(gpu)}")
     return data, lines

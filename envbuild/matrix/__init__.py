@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +61,17 @@ class Matrices:
     base_images: tuple[t.BaseImage, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
+    gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()
 
 
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, str):
+        # one object per distinct text: the cache pickles a repeated `source` only once
+        return sys.intern(value)
     return value
 
 
@@ -109,7 +115,9 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
-    return Matrices(version=version, **tables)
+    from envbuild.matrix.gpu_match import build_index
+
+    return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
 
 
 def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:
@@ -133,9 +141,13 @@ def _cache_dir() -> Path:
 def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
     the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version: any edit to the YAML changes the name and forces a fresh parse."""
+    data version: any edit to the YAML changes the name and forces a fresh parse. The GPU
+    name index is built here too, so that it is cached with the tables."""
+    from envbuild.matrix.gpu_match import INDEX_FORMAT
+
     version, files = _read_files(directory)
-    cache = _cache_dir() / f"matrices-{version}.pickle"
+    # the cached object also holds the GPU name index, whose layout is versioned separately
+    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}.pickle"
     if use_cache:
         try:
             with open(cache, "rb") as fh:

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from envbuild.matrix import Matrices
+from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, Gpu, MinorCompat
 from envbuild.versions import parse_version
 
-# nvidia-smi and users add these words around the model name; they never change the CC.
-_VENDOR_WORDS = ("nvidia", "geforce", "tesla")
-_SIZE_WORDS = re.compile(r"^(\d+gb|sxm\d*|pcie|nvl|hbm\d*e?)$")
 _CC = re.compile(r"^(?:(\d{1,2})\.(\d)|sm_?(\d{1,2})(\d))$", re.IGNORECASE)
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
 
@@ -49,46 +47,38 @@ def same_release_prefix(a: Version, b: Version) -> bool:
 
 
 # --- GPUs ----------------------------------------------------------------------------------
-def _words(text: str) -> list[str]:
-    words = re.sub(r"[^a-z0-9]+", " ", text.lower()).split()
-    while words and words[0] in _VENDOR_WORDS:
-        words.pop(0)
-    return words
-
-
 def gpu_key(text: str) -> str:
     """Normal form of a GPU name: case, spaces, dashes and a leading NVIDIA/GeForce/Tesla ignored."""
-    return "".join(_words(text))
+    return gpu_match.exact_key(text)
 
 
-def _loose_key(text: str) -> str:
-    return "".join(w for w in _words(text) if not _SIZE_WORDS.match(w))
+_INDEX: dict[int, tuple[Matrices, gpu_match.GpuIndex]] = {}
 
 
-_INDEX: dict[int, tuple[Matrices, dict[str, Gpu], dict[str, Gpu]]] = {}
-
-
-def _gpu_index(m: Matrices) -> tuple[dict[str, Gpu], dict[str, Gpu]]:
+def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
+    index = m.gpu_index
+    if (getattr(index, "format", None) == gpu_match.INDEX_FORMAT and index.version == m.version
+            and index.rows == len(m.gpus)):
+        return index  # built with the data and kept in the matrix cache
     cached = _INDEX.get(id(m))
     if cached and cached[0] is m:
-        return cached[1], cached[2]
-    exact: dict[str, Gpu] = {}
-    loose: dict[str, Gpu | None] = {}
-    for gpu in m.gpus:
-        for name in (gpu.name, *gpu.aliases):
-            exact.setdefault(gpu_key(name), gpu)
-            key = _loose_key(name)
-            # a loose key shared by two models is no key at all
-            loose[key] = gpu if loose.get(key, gpu) is gpu else None
-    clean = {k: g for k, g in loose.items() if g is not None}
-    _INDEX[id(m)] = (m, exact, clean)
-    return exact, clean
+        return cached[1]
+    index = gpu_match.build_index(m.version, m.gpus)
+    _INDEX[id(m)] = (m, index)
+    return index
+
+
+def gpu_candidates(m: Matrices, text: str) -> list[Gpu]:
+    """Rows `text` may name: one when it names one GPU, several (with different compute
+    capabilities) when it is ambiguous, none when the table does not know it."""
+    return gpu_match.candidates(_gpu_index(m), m.gpus, text)
 
 
 def find_gpu(m: Matrices, text: str) -> Gpu | None:
-    """The GPU row named by `text` (name or alias; memory size/SXM/PCIe words optional)."""
-    exact, loose = _gpu_index(m)
-    return exact.get(gpu_key(text)) or loose.get(_loose_key(text))
+    """The GPU row named by `text`, in any spelling nvidia-smi or users write (see
+    `envbuild.matrix.gpu_match`); None when the name is unknown or ambiguous."""
+    rows = gpu_candidates(m, text)
+    return rows[0] if len(rows) == 1 else None
 
 
 def gpu_names(m: Matrices) -> list[str]:

@@ -48,6 +48,7 @@ class Gpu(Row):
     compute_capability: str = ""  # "8.0"
     architecture: str = ""  # "Ampere"
     datacenter: bool | None = None  # forward compatibility (cuda-compat) works only on these
+    memory_gb: int | None = None  # board memory, only where the name or a cited source states it; None = not read
 
 
 # --- matrices/cuda_arch.yaml --------------------------------------------------------------

@@ -378,15 +378,18 @@ class _Validator:
             if not 1 <= major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
             return f"{major}.{minor}"
-        if _GPU_NAME.match(name) and re.search(r"[A-Za-z]", name):
-            # A readable model name the matrix may not know: the resolver warns (unknown_fact)
-            # and runs every check that does not need its compute capability.
-            return name
-        found, suggestions = _find_gpu(name)
+        found, hint = _find_gpu(name)
         if found:
             return name
-        hint = f"did you mean {suggestions[0]!r}?" if suggestions else "give the model (A100, RTX 3090) or a compute capability (8.6)"
-        raise self.fail(path, f"unreadable GPU name {name!r}", hint)
+        ambiguous = hint is not None and hint.startswith("it may be")
+        if ambiguous:  # two GPUs answer to it: envbuild never guesses between them
+            raise self.fail(path, f"unknown GPU {name!r}", hint)
+        if _GPU_NAME.match(name) and re.search(r"[A-Za-z]", name):
+            # A readable model name the matrix does not know: the resolver warns (unknown_fact)
+            # and runs every check that does not need its compute capability.
+            return name
+        raise self.fail(path, f"unreadable GPU name {name!r}",
+                        hint or "give the model (A100, RTX 3090) or a compute capability (8.6)")
 
     def base(self) -> tuple[str, str | None]:
         """`base` is a family name or (shorthand) an image reference; `base_image` an image."""
@@ -466,17 +469,22 @@ def _same_cuda(a: str, b: str) -> bool:
     return [int(p) for p in a_parts[:n]] == [int(p) for p in b_parts[:n]]
 
 
-def _find_gpu(name: str) -> tuple[bool, list[str]]:
-    """Whether the GPU matrix knows `name`, and the nearest names it knows."""
+def _find_gpu(name: str) -> tuple[bool, str | None]:
+    """Whether the GPU matrix knows `name`; if not, a hint: the GPUs an ambiguous name may
+    mean (never a guess among them), or the nearest name it knows."""
     from envbuild import matrix
-    from envbuild.matrix.lookup import find_gpu, gpu_key, gpu_names
+    from envbuild.matrix.lookup import gpu_candidates, gpu_key, gpu_names
 
     m = matrix.load()
-    if find_gpu(m, name) is not None:
-        return True, []
+    rows = gpu_candidates(m, name)
+    if len(rows) == 1:
+        return True, None
+    if rows:
+        either = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
+        return False, f"it may be {either}: name one, or give its compute capability"
     names = {gpu_key(n): n for n in gpu_names(m)}
     close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
-    return False, [names[k] for k in close]
+    return False, f"did you mean {names[close[0]]!r}?" if close else None
 
 
 def _check_pip_requirement(text: str, fail: Callable[[str], UserError]) -> None:
