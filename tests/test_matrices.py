@@ -48,6 +48,7 @@ KEYS = {
     "family_rules": (lambda r: [(r.framework, r.releases, r.platform, r.gpu, r.python, r.min_compute_capability,
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
                      ("min_compute_capability", "cuda_min", "cuda_max", "cudnn_min"), ("releases", "python")),
+    "wheels": (lambda r: [(r.package, _v(r.version))], ("version", "cuda"), ()),
 }
 
 
