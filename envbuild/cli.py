@@ -14,7 +14,7 @@ import sys
 from envbuild import __version__
 from envbuild.errors import UserError
 
-COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor")
+COMMANDS = ("resolve", "matrix", "lock", "dockerfile", "image", "export", "verify", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -28,6 +28,7 @@ CONFLICT_KINDS = (
     "base_image_cuda_mismatch",
     "library_abi",
     "platform_unsupported",
+    "gpu_memory_insufficient",  # the target (or MIG slice) has less GPU memory than resources.gpu_memory
     "unknown_fact",  # only with --strict: the matrix has no row to decide on
 )
 
@@ -63,6 +64,9 @@ class Spec:
     image_repository: str | None = None  # where `envbuild image` tags/pushes
     strict: bool = False
     source: str | None = None  # path of the spec file, for messages; not hashed
+    # resources: what one job needs (GPUs per job, GPU memory per GPU in GiB); None = not stated
+    gpu_count: int | None = None
+    gpu_memory_gib: float | None = None
 
     def framework(self, name: str) -> FrameworkRequest | None:
         return next((f for f in self.frameworks if f.name == name), None)
@@ -92,6 +96,9 @@ class Spec:
         same request hashes the same wherever the file lives."""
         data = to_jsonable(self)
         data.pop("source", None)
+        for key in ("gpu_count", "gpu_memory_gib"):  # unstated resources leave the hash as it was
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
     def hash(self) -> str:
@@ -141,6 +148,7 @@ class ResolvedFramework:
     conda_specs: tuple[str, ...] = ()  # MatchSpecs that pin the GPU build, e.g. ("pytorch==2.1.2=*cuda*", "pytorch-cuda==12.1")
     pip_requirements: tuple[str, ...] = ()  # e.g. ("torch==2.1.2+cu121",)
     pip_index_url: str | None = None  # e.g. "https://download.pytorch.org/whl/cu121"
+    pypi_default: bool = False  # PyPI's untagged wheel of this version is this very build
     archs: tuple[str, ...] = ()  # compiled architectures when known ("sm_50", ..., "compute_90")
     cudnn: str | None = None
 

@@ -3,7 +3,12 @@
 # one with htpasswd basic auth) and stand-in GPU base images, described in .services/env.
 #
 #   scripts/services.sh up     install what is missing, start what is down, reuse the rest
-#   scripts/services.sh down   stop only what `up` started (registries; dockerd if it started it)
+#   scripts/services.sh down   stop only what `up` started (registries; dockerd if it started it; Slurm)
+#
+# A single-node Slurm (Debian's slurm-wlm and munge) runs the scheduler tests: slurmctld and
+# slurmd on 127.0.0.1 (ports 16817/16818), partition `gpu` with GPU gres of types v100 and
+# a100 declared on empty files (the machine has no GPU). Clients find its slurm.conf through
+# SLURM_CONF=.services/slurm/slurm.conf (ENVBUILD_TEST_SLURM_CONF in .services/env).
 #
 # Public registries cannot be reached from CI machines, so the stand-in base is a Debian
 # bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
@@ -45,6 +50,8 @@ need_packages() {
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v skopeo >/dev/null || missing+=(skopeo)
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
+  command -v slurmctld >/dev/null || missing+=(slurm-wlm)
+  command -v munged >/dev/null || missing+=(munge)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq >"$DIR/apt.log" 2>&1
@@ -166,6 +173,72 @@ wheelhouse() {
   touch "$marker"
 }
 
+start_slurm() {
+  local S host
+  S=$(cd "$DIR" && pwd -P)/slurm  # the physical path: the daemons outlive the checkout that started them
+  host=$(hostname -s)
+  mkdir -p "$S/state" "$S/spool"
+  touch "$S"/fakegpu{0,1,2,3}
+  cat >"$S/slurm.conf.tmp" <<EOF
+ClusterName=envbuild
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmctldPort=16817
+SlurmdPort=16818
+AuthType=auth/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+GresTypes=gpu
+ReturnToService=2
+MinJobAge=600
+NodeName=$host NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Gres=gpu:v100:2,gpu:a100:2 State=UNKNOWN
+PartitionName=gpu Nodes=$host Default=YES State=UP MaxTime=INFINITE
+EOF
+  mv "$S/slurm.conf.tmp" "$S/slurm.conf"
+  cat >"$S/gres.conf" <<EOF
+NodeName=$host Name=gpu Type=v100 File=$S/fakegpu[0-1]
+NodeName=$host Name=gpu Type=a100 File=$S/fakegpu[2-3]
+EOF
+  if [[ ! -f /etc/munge/munge.key ]]; then
+    mungekey -c >/dev/null 2>&1
+    chown munge:munge /etc/munge/munge.key
+  fi
+  if ! pgrep -x munged >/dev/null; then
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    log "starting munged"
+    runuser -u munge -- munged
+  fi
+  export SLURM_CONF=$S/slurm.conf
+  if ! alive "$S/slurmctld.pid"; then
+    log "starting slurmctld (log: .services/slurm/slurmctld.log)"
+    slurmctld -f "$S/slurm.conf"
+  fi
+  if ! alive "$S/slurmd.pid"; then
+    log "starting slurmd"
+    slurmd -f "$S/slurm.conf"
+  fi
+  wait_for 30 "the Slurm node" sh -c "sinfo -h -o %t | grep -qE '^(idle|mix|alloc)'"
+}
+
+stop_slurm() {  # the daemons `up` started (munged is left running: other tools may share it)
+  local S=$DIR/slurm d
+  for d in slurmd slurmctld; do
+    if alive "$S/$d.pid"; then
+      log "stopping $d"
+      kill "$(cat "$S/$d.pid")"
+    fi
+  done
+}
+
 write_env() {
   cat >"$DIR/env.tmp" <<EOF
 ENVBUILD_TEST_REGISTRY=127.0.0.1:$OPEN_PORT
@@ -174,6 +247,7 @@ ENVBUILD_TEST_AUTH_USER=$AUTH_USER
 ENVBUILD_TEST_AUTH_PASSWORD=$AUTH_PASSWORD
 ENVBUILD_TEST_BASE_IMAGE=127.0.0.1:$OPEN_PORT/${STAND_INS[0]}
 ENVBUILD_TEST_WHEELHOUSE=$DIR/wheelhouse
+ENVBUILD_TEST_SLURM_CONF=$DIR/slurm/slurm.conf
 EOF
   mv "$DIR/env.tmp" "$DIR/env"
 }
@@ -198,6 +272,7 @@ case "${1:-}" in
     start_registry registry-auth "$AUTH_PORT" "$DIR/auth/htpasswd"
     stand_in_images
     wheelhouse
+    start_slurm
     write_env
     log "ready (.services/env)"
     ;;
@@ -205,6 +280,7 @@ case "${1:-}" in
     stop registry-open
     stop registry-auth
     stop dockerd
+    stop_slurm
     ;;
   *)
     echo "usage: $0 up|down" >&2

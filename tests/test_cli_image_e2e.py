@@ -283,6 +283,15 @@ def test_unreachable_engine_is_one_line_and_keeps_the_lock(user_dir):
     assert (work / "lock" / "conda-lock.yml").read_bytes() == before
 
 
+def test_export_without_image_names_the_content_tag_pinned_by_digest(pushed, registry, wheelhouse):
+    """`envbuild export` with a spec and no --image runs what `envbuild image` pushed."""
+    work = pushed["work"]
+    proc = ok(envbuild("export", "k8s", pushed["spec"], "--lock-dir", work / "lock", "--registry-mirror", registry,
+                       "--wheelhouse", wheelhouse, cwd=work))
+    job = yaml.safe_load(proc.stdout)
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == f"{pushed['ref']}@{pushed['digest']}"
+
+
 # --- the image runs the Python the lock was made for -------------------------------------------
 # The stand-in bases are Debian bookworm, whose python3 is 3.11. Tagged as
 # nvidia/cuda:12.4.1-runtime-ubuntu22.04 it contradicts the catalog (Ubuntu 22.04's python3 is

@@ -245,3 +245,33 @@ def test_conda_forge_cupy_without_the_resolved_cuda_libraries_is_refused(channel
     conflicts = _conflict(spec, resolution, tmp_path)
     assert conflicts[0].kind == "framework_cuda_mismatch" and "cuda-version==12.4" in conflicts[0].message
     assert conflicts[0].fixes[0].changes == {"cuda": "12.5"}
+
+
+def _guarded(channels, conda_specs):
+    return conda_resolution(channels, version="2.4.1", cuda="12.4", python="3.11", driver="550.54.15",
+                            max_driver_cuda="12.4", conda_specs=conda_specs)
+
+
+def test_a_cpu_companion_next_to_a_cuda_framework_is_refused(channels, tmp_path):
+    specs = ("pytorch==2.4.1=*cuda*", "pytorch-cuda==12.4", "torchvision==0.19.1")
+    (conflict,) = _conflict(*_guarded([channels["guard"]], specs), tmp_path)
+    assert conflict.kind == "framework_cuda_mismatch"
+    assert conflict.message.startswith("the solver chose torchvision 0.19.1 build cpu_py311h0a1b2c3_1 for linux-64, "
+                                       "which is a CPU build")
+    # pinned to its GPU build, the same environment locks
+    lock(*_guarded([channels["guard"]], specs[:2] + ("torchvision==0.19.1=*cu124",)), None, tmp_path)
+    assert _locked(tmp_path / "conda-lock.yml")["torchvision"] == "py311_cu124"
+
+
+def test_a_framework_build_for_another_cuda_is_refused(channels, tmp_path):
+    specs = ("pytorch==2.4.1=*cuda*", "pytorch-cuda==12.4", "torchvision==0.19.1=*cu124")
+    (conflict,) = _conflict(*_guarded([channels["guard-cuda118"], channels["guard"]], specs), tmp_path)
+    assert conflict.message.startswith("the solver chose pytorch 2.4.1 build py3.11_cuda11.8_cudnn9.1.0_0 for linux-64, "
+                                       "which is built for CUDA 11.8, which the target's CUDA 12.4 does not run")
+
+
+def test_a_gap_further_down_names_the_dependency_not_the_framework(channels, tmp_path):
+    spec, resolution = _guarded([channels["guard"]], ("pytorch==2.4.0=*cuda*", "pytorch-cuda==12.4"))
+    spec = dataclasses.replace(spec, frameworks=(dataclasses.replace(spec.frameworks[0], constraint="2.4.0"),))
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.message.startswith("libcusparse 12.3.1 needs cuda-version >=12.3,<12.4.0a0, for which")

@@ -49,6 +49,9 @@ KEYS = {
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
                      ("min_compute_capability", "cuda_min", "cuda_max", "cudnn_min"), ("releases", "python")),
     "wheels": (lambda r: [(r.package, _v(r.version))], ("version", "cuda"), ()),
+    "mig_floors": (lambda r: [r.parent], ("min_driver", "min_cuda"), ()),
+    "mig_profiles": (lambda r: [(r.parent, r.parent_memory_gb, r.name)], (), ()),
+    "cloud_instances": (lambda r: [r.instance_type], (), ()),
 }
 
 
@@ -292,3 +295,14 @@ def test_cuda_8_is_the_last_toolkit_for_fermi(m):
     assert L.min_driver_for_cuda(m, "8.0")[0] == "367.48"  # 8.0.44, the first 8.0 release (GA2 needs 375.26)
     assert {"20", "21", "60", "61"} <= set(L.toolkit_sms(m, "8.0"))
     assert L.last_cuda_for_sm(m, "sm_21") == "8.0"
+
+
+def test_mig_and_cloud_rows_name_gpus_of_the_gpu_matrix(m):
+    for row in m.mig_profiles + m.mig_floors:
+        assert L.find_gpu(m, row.parent).name == row.parent
+    for row in m.cloud_instances:
+        assert L.find_gpu(m, row.gpu).name == row.gpu
+    # every profile's memory is the GB its name states, and no slice exceeds its parent
+    for p in m.mig_profiles:
+        assert p.name.endswith(f".{p.memory_gb:g}gb") and p.memory_gb <= p.parent_memory_gb
+        assert 1 <= p.compute_slices <= p.of_slices

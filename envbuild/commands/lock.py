@@ -22,7 +22,10 @@ def configure(parser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when the lock no longer matches the spec, matrices or resolved stack")
     parser.add_argument("--index-url", metavar="URL",
-                        help="base pip index for the pip lock (default https://pypi.org/simple; use a mirror when offline)")
+                        help="base pip index for the pip lock (default: pip's configured index-url, else "
+                             "https://pypi.org/simple)")
+    parser.add_argument("--allow-unhashed", action="store_true",
+                        help="write a pip lock even when the index publishes no sha256 for some files")
     parser.add_argument("--verbose", action="store_true", help="also print the solver's own explanation of a failure")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
@@ -45,7 +48,8 @@ def run(args) -> int:
     from envbuild.lock.pip_lock import PipLockFailed
 
     try:
-        result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url)
+        result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url,
+                      allow_unhashed=args.allow_unhashed)
     except (LockConflict, PipLockFailed) as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 

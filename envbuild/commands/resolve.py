@@ -16,12 +16,16 @@ def configure(parser) -> None:
 
     add_spec_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the resolution as JSON (schema in the README)")
+    parser.add_argument("--fleet", metavar="FLEET.yaml", help="resolve against every target of a fleet file (docs/fleets.md)")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME", help="with --fleet: only these targets (repeatable)")
 
 
 def run(args) -> int:
     from envbuild.spec.cli_args import spec_from_args
 
     spec = spec_from_args(args)  # bad input ends here, before the matrices are read
+    if getattr(args, "fleet", None) or getattr(args, "target", None):
+        return _run_fleet(spec, args)
     from envbuild.resolver import resolve
 
     resolution = resolve(spec)
@@ -33,6 +37,19 @@ def run(args) -> int:
         text = render(resolution, colour=_colour_wanted(sys.stdout))
     _write(text + "\n")
     return 0 if resolution.ok else 1
+
+
+def _run_fleet(spec, args) -> int:
+    from envbuild.errors import UserError
+    from envbuild.fleet import load_fleet
+    from envbuild.fleet.resolve import render_text, resolve_fleet, to_json
+
+    if not args.fleet:
+        raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    targets = load_fleet(args.fleet).select(args.target)
+    result = resolve_fleet(spec, targets)
+    _write((json.dumps(to_json(result), indent=2) if args.json else render_text(result)) + "\n")
+    return 0 if result.ok else 1
 
 
 def _write(text: str) -> None:

@@ -16,6 +16,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expect", metavar="SPEC", help="spec file the image should satisfy (resolved for comparison)")
     parser.add_argument("--no-perf", action="store_true", help="skip the bandwidth and GEMM measurements")
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the probe (default 900)")
+    fleet = parser.add_argument_group("fleet (run the probe on every target through its scheduler; docs/fleets.md)")
+    fleet.add_argument("--fleet", metavar="FLEET.yaml", help="submit the probe to every target of this fleet file")
+    fleet.add_argument("--target", action="append", default=[], metavar="NAME", help="only these targets (repeatable)")
+    fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
+                       help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
+    fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
 
+    if args.fleet or args.target:
+        return _run_fleet(args)
     report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
                         perf=not args.no_perf)
     data = report.to_json()
@@ -36,3 +44,26 @@ def run(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s)
     return report.exit_code
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from envbuild import atomic
+    from envbuild.errors import UserError
+    from envbuild.fleet import load_fleet
+    from envbuild.verify.fleet import summary_text, verify_fleet, write_junit
+
+    if not args.fleet:
+        raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    targets = load_fleet(args.fleet).select(args.target)
+    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout)
+    if args.json_file == "-":
+        print(json.dumps(report, indent=2))
+    else:
+        if args.json_file:
+            atomic.write_text(args.json_file, json.dumps(report, indent=2) + "\n")
+        print(summary_text(report))
+    if args.junit:
+        write_junit(args.junit, report)
+    return 0 if report["ok"] else 1

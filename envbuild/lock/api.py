@@ -42,9 +42,11 @@ def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[
 
 
 def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
-         *, index_url: str | None = None, pip_timeout: float = 10.0) -> LockResult:
+         *, index_url: str | None = None, pip_timeout: float = 10.0, allow_unhashed: bool = False) -> LockResult:
     """Solve and write the lockfiles. Raises LockConflict when the stack cannot be locked
-    (a resolution with conflicts is refused the same way) and UserError for bad input."""
+    (a resolution with conflicts is refused the same way), UserError for bad input and
+    EnvironmentProblem when an index or channel cannot be read. A pip lock without hashes
+    is refused unless `allow_unhashed`."""
     from envbuild.lock import conda_lockfile, pip_lock
     from envbuild.lock.files import staging
     from envbuild.lock.metadata import custom_metadata
@@ -73,10 +75,19 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         requests = build_requests(spec, resolution, chosen)
         solved = solve(requests)
     pip_locks = []
+    if index_url:
+        pip_lock.check_index_url(index_url)
+    settings = None
     for i, platform in enumerate(chosen):
-        request = pip_lock.build_pip_request(spec, resolution, platform, index_url)
-        if request is not None:
-            pip_locks.append((pip_lock.lock_name(platform, i == 0), pip_lock.lock_pip(request, timeout=pip_timeout)))
+        if pip_lock.build_pip_request(spec, resolution, platform, index_url) is None:
+            continue
+        if settings is None:
+            from envbuild.lock.pip_config import read_pip_settings
+
+            settings = read_pip_settings()  # the user's mirror, CA bundle, proxy
+        request = pip_lock.build_pip_request(spec, resolution, platform, index_url, settings)
+        pip_locks.append((pip_lock.lock_name(platform, i == 0),
+                          pip_lock.lock_pip(request, timeout=pip_timeout, allow_unhashed=allow_unhashed)))
 
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")

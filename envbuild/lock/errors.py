@@ -5,6 +5,7 @@ solves names the cause. Every fix offered was itself solved."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from envbuild.lock.gpu import CUDA_DEPENDENCIES, FRAMEWORK_PACKAGES, dependency_name, is_gpu_build
 from envbuild.lock.request import CUDA_PIN_PACKAGES, SolveRequest, spec_name
@@ -92,11 +93,22 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
             cuda = _cuda_variant(solution)
             asked = ", ".join(s for s in request.specs if spec_name(s) in CUDA_PIN_PACKAGES) or \
                 ", ".join(request.constraints)
+            fixes = (Fix(f"use CUDA {cuda}", {"cuda": cuda}),) if cuda else ()
+            gap = _missing_candidates(solver_text)
+            if gap and gap[0] not in FRAMEWORK_PACKAGES.get(framework, (framework,)):
+                # the gap is further down (e.g. libcusparse -> cuda-version): name it, not the framework
+                who, version, needs = gap
+                return Conflict(
+                    kind="library_abi",
+                    message=f"{who} {version} needs {needs}, for which the channels hold no candidates on {platform} "
+                            f"next to the requested {asked}; the CUDA version or the channels must move",
+                    fixes=fixes,
+                )
             return Conflict(
                 kind="framework_cuda_mismatch",
                 message=f"{fspec} has GPU builds on {platform} only for {variants or 'other CUDA variants'}, "
                         f"not for the requested {asked}; the CUDA version or the {framework} version must move",
-                fixes=(Fix(f"use CUDA {cuda}", {"cuda": cuda}),) if cuda else (),
+                fixes=fixes,
             )
 
     # 3. Python.
@@ -135,11 +147,37 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
                     f"the base image OS or the package version must move",
         )
 
+    gap = _missing_candidates(solver_text)
+    if gap:
+        who, version, needs = gap
+        return Conflict(
+            kind="library_abi",
+            message=f"{who} {version} needs {needs}, for which the channels hold no candidates on {platform} "
+                    f"with the requested pins (run with --verbose for the solver's explanation)",
+        )
     first = next((line.strip() for line in solver_text.splitlines() if line.strip()), "the solver found no solution")
     return Conflict(
         kind="library_abi",
         message=f"the packages' own requirements conflict on {platform}: {first} (run with --verbose for the solver's explanation)",
     )
+
+
+_REQUIRES = re.compile(r"([\w.-]+) (\S+) would require\s+")
+_NO_CANDIDATES = ", for which no candidates were found"
+
+
+def _missing_candidates(solver_text: str) -> "tuple[str, str, str] | None":
+    """(package, version, requirement) of the deepest 'X V would require R, for which no
+    candidates were found' in the solver's explanation."""
+    text = " ".join(re.sub(r"[└├│─]", " ", solver_text).split())
+    end = text.rfind(_NO_CANDIDATES)
+    if end < 0:
+        return None
+    requires = list(_REQUIRES.finditer(text, 0, end))
+    if not requires:
+        return None
+    last = requires[-1]
+    return last.group(1), last.group(2), text[last.end():end]
 
 
 def _without_build(fspec: str) -> str:

@@ -6,6 +6,8 @@ is not a CUDA build is refused.
 """
 from __future__ import annotations
 
+import re
+
 # conda package(s) that carry each framework's compiled code, in the order to look for them
 FRAMEWORK_PACKAGES = {
     "pytorch": ("pytorch",),
@@ -28,6 +30,54 @@ CUDA_DEPENDENCIES = frozenset(
 # Only these frameworks publish CPU builds under the same package name; their build string
 # must name CUDA. CuPy and RAPIDS have no CPU builds, so their dependencies decide.
 HAS_CPU_BUILDS = frozenset({"pytorch", "tensorflow", "jax"})
+
+
+# Packages published as CPU and GPU builds under one name, and the packages that select
+# between them (pytorch-mutex, cpuonly). In a GPU environment each of these records must
+# be a GPU build of a CUDA the target runs, not only the framework's own.
+VARIANT_RECORDS = frozenset({
+    "pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly",
+    "jaxlib", "tensorflow", "tensorflow-base", "tensorflow-gpu", "cupy", "cupy-core",
+})
+# Dependencies whose version is the CUDA variant a build was made for
+VARIANT_DEPENDENCIES = ("pytorch-cuda", "cudatoolkit", "cuda-version")
+# CUDA in build strings: py3.11_cuda12.4_cudnn9.1.0_0 (pytorch channel), cuda120_py310h..._301
+# and cuda120py311h... (conda-forge), py311_cu124 (torchvision/torchaudio)
+_BUILD_CUDA = (re.compile(r"cuda(\d+)\.(\d+)"), re.compile(r"cuda(\d+)(\d)(?=_|py)"),
+               re.compile(r"(?:^|_)cu(\d+)(\d)(?=_|$)"))
+
+
+def build_cuda(build: str, depends: tuple[str, ...]) -> str | None:
+    """major.minor of the CUDA a record was built for, from its build string or the
+    lower bound of its variant dependency; None when it names none."""
+    for pattern in _BUILD_CUDA:
+        found = pattern.search(build.lower())
+        if found:
+            return f"{int(found.group(1))}.{found.group(2)}"
+    for depend in depends:
+        if dependency_name(depend) in VARIANT_DEPENDENCIES:
+            found = re.search(r"(\d+)\.(\d+)", depend)
+            if found:
+                return f"{found.group(1)}.{found.group(2)}"
+    return None
+
+
+def cuda_compatible(built: str, target: str) -> bool:
+    """A build for CUDA X.Y runs with the target's CUDA X.Z when Z >= Y (one major)."""
+    b, t = [int(p) for p in built.split(".")[:2]], [int(p) for p in target.split(".")[:2]]
+    return b[0] == t[0] and b[1] <= t[1]
+
+
+def variant_problem(name: str, build: str, depends: tuple[str, ...], target_cuda: str | None) -> str | None:
+    """Why a record does not belong in a GPU environment for `target_cuda`, else None."""
+    if name not in VARIANT_RECORDS:
+        return None
+    if name == "cpuonly" or is_cpu_marked(build, depends):
+        return "is a CPU build" if name != "cpuonly" else "selects the CPU builds"
+    built = build_cuda(build, depends)
+    if built and target_cuda and not cuda_compatible(built, target_cuda):
+        return f"is built for CUDA {built}, which the target's CUDA {target_cuda} does not run"
+    return None
 
 
 def dependency_name(depend: str) -> str:

@@ -1,30 +1,37 @@
 """The pip path: a requirements-style lock with the exact framework wheel of the resolved
-CUDA variant (`torch==2.1.2+cu121`), the index that serves it, and the companions.
+CUDA variant (`torch==2.1.2+cu121`, or `torch==2.5.1` from PyPI when PyPI's default wheel
+is that very build), the indexes that serve it, and the whole dependency closure with the
+sha256 of every file the index publishes for each pinned version.
 
-When the indexes answer, pip's own resolver (`pip install --dry-run --report`) pins the
-whole dependency closure for the TARGET (platform tags, Python version) and reports the
-sha256 the index publishes for each file; the lock then installs with --require-hashes.
-When an index cannot be reached, only the direct requirements are pinned and the file
-and the command output say that no hashes were taken. Hashes are never made up.
+The closure is resolved by uv (`uv pip compile --python-platform --python-version
+--generate-hashes`) for the TARGET (its glibc's manylinux tags, its CPython), with the
+user's pip configuration (mirror, extra indexes, CA bundle, proxy) carried over; see
+docs/lock.md for the measurement behind uv and bench/bench_pip_lock.py to repeat it.
+It fails closed: an index that cannot be read is an environment error (exit 3), and a
+lock without hashes is refused unless the caller allows it.
 """
 from __future__ import annotations
 
-import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from envbuild.errors import UserError
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock.metadata import Stamp
+from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment
+from envbuild.lock.pip_tags import uv_platform
 from envbuild.lock.virtual import glibc_for
 from envbuild.model import Conflict, Fix, Resolution, Spec
+from envbuild.urls import mask, mask_text, strip_credentials
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 LOCKFILE = "requirements.lock"
 STAMP_PREFIX = "# envbuild."
-MACHINES = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+# Pythons a failed lock is retried with, to offer a fix that is known to lock
+PROBE_PYTHONS = ("3.14", "3.13", "3.12", "3.11", "3.10", "3.9")
 
 
 def lock_name(platform: str, first: bool) -> str:
@@ -38,24 +45,30 @@ class PipRequest:
     python: str  # major.minor of the target interpreter
     glibc: str
     requirements: tuple[str, ...]
-    index_url: str
+    index_url: str  # may hold credentials: only ever handed to the installer process
     extra_index_urls: tuple[str, ...]
     frameworks: tuple[str, ...] = ()  # the resolved framework wheels among `requirements`
+    settings: PipSettings = field(default_factory=PipSettings)
+    cuda: str | None = None  # the resolved CUDA the framework wheels are built for
+
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        return () if self.settings.no_index else (self.index_url, *self.extra_index_urls)
 
 
 @dataclass(frozen=True)
 class PipPin:
     name: str
     version: str
-    sha256: str | None
+    hashes: tuple[str, ...]  # "sha256:<hex>", one per file of that version on the index
 
 
 @dataclass(frozen=True)
 class PipLock:
     request: PipRequest
-    pins: tuple[PipPin, ...]  # the whole closure, or only the direct requirements
+    pins: tuple[PipPin, ...]
     hashed: bool
-    note: str  # why there are no hashes; "" when hashed
+    note: str  # which pins have no hashes; "" when hashed
 
 
 class PipLockFailed(Exception):
@@ -65,22 +78,32 @@ class PipLockFailed(Exception):
         super().__init__(conflict.message)
 
 
-def _exact(requirement: str, where: str) -> "tuple[str, str] | None":
-    """(name, version) when `requirement` pins one exact version, else None."""
+def _requirement(text: str, where: str):
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
-        req = Requirement(requirement)
+        return Requirement(text)
     except InvalidRequirement as exc:
-        raise UserError(f"invalid pip requirement {requirement!r}: {exc}", where=where,
+        raise UserError(f"invalid pip requirement {text!r}: {exc}", where=where,
                         hint="write it like `einops==0.7.0`") from None
-    specs = list(req.specifier)
-    if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
-        return req.name, specs[0].version
-    return None
 
 
-def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None) -> PipRequest | None:
+def check_index_url(url: str, where: str = "--index-url") -> str:
+    """A URL that goes into a requirements file line must be one line of printable text."""
+    if any(not c.isprintable() or c.isspace() for c in url):
+        raise UserError(f"the index URL {mask(url)!r} holds a space, newline or control character", where=where,
+                        hint="give one URL such as https://pypi.org/simple")
+    return url
+
+
+def _pypi_form(requirement: str) -> str:
+    """`torch==2.5.1+cu124` -> `torch==2.5.1`: the untagged wheel PyPI serves."""
+    return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
+
+
+def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None,
+                      settings: PipSettings | None = None) -> PipRequest | None:
+    settings = settings or PipSettings()
     stack = resolution.resolved
     requirements: list[str] = []
     frameworks: list[str] = []
@@ -91,18 +114,24 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
         if not framework.pip_requirements:
             raise UserError(f"the resolution gives no pip requirement for {framework.name} {framework.version}",
                             hint="run `envbuild resolve` to see the resolved stack")
+        # PyPI's own wheel is the resolved build (matrices: pypi_default): lock it from the
+        # base index, so a PyPI mirror is all a user needs.
+        from_pypi = framework.pypi_default and platform == stack.platform
         for text in framework.pip_requirements:
-            _exact(text, f"resolved {framework.name}")  # validates the syntax
+            _requirement(text, f"resolved {framework.name}")
+            text = _pypi_form(text) if from_pypi else text
             requirements.append(text)
             frameworks.append(text)
-        if framework.pip_index_url and framework.pip_index_url not in extra:
+        if framework.pip_index_url and not from_pypi and framework.pip_index_url not in extra:
             extra.append(framework.pip_index_url)
     for text in spec.pip_packages:
-        _exact(text, "packages.pip")  # validates the syntax
+        _requirement(text, "packages.pip")
         requirements.append(text)
     if not requirements:
         return None
-    base = index_url or DEFAULT_INDEX
+    base = check_index_url(index_url) if index_url else (settings.index_url or DEFAULT_INDEX)
+    extra += [u for u in settings.extra_index_urls if u not in extra]
+    gpu = [f.cuda for f in stack.frameworks if f.installer == "pip" and f.cuda]
     return PipRequest(
         platform=platform,
         python=".".join(stack.python.split(".")[:2]),
@@ -111,97 +140,232 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
         index_url=base,
         extra_index_urls=tuple(u for u in extra if u != base),
         frameworks=tuple(frameworks),
+        settings=settings,
+        cuda=gpu[0] if gpu else None,
     )
 
 
-def _unreachable(request: PipRequest, timeout: float) -> str | None:
-    """The first index that does not answer, with the reason; None when all answer. Any
-    HTTP status counts as an answer (a 404 for the project page is the resolver's business)."""
+# --- reaching the indexes ---------------------------------------------------------------
+
+def check_indexes(request: PipRequest, timeout: float) -> None:
+    """Every index answers for the first requirement's project page, or EnvironmentProblem
+    names the index (credentials masked) and why. Any status but 401/403/5xx is an answer:
+    a 404 for one project is the resolver's business."""
     import requests
-    from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    project = canonicalize_name(Requirement(request.requirements[0]).name)
-    for url in (request.index_url, *request.extra_index_urls):
+    project = canonicalize_name(_requirement(request.requirements[0], "requirements").name)
+    verify: "str | bool" = request.settings.cert or True
+    proxies = {"http": request.settings.proxy, "https": request.settings.proxy} if request.settings.proxy else None
+    for url in request.indexes:
         if url.startswith("file:"):
+            from urllib.parse import unquote, urlsplit
+
+            if not os.path.isdir(unquote(urlsplit(url).path)):
+                _unreadable(url, "the folder does not exist")
             continue
         try:
-            with requests.get(f"{url.rstrip('/')}/{project}/", timeout=timeout, stream=True):
-                pass
+            with requests.get(f"{url.rstrip('/')}/{project}/", timeout=timeout, stream=True, verify=verify,
+                              proxies=proxies) as answer:
+                status, reason = answer.status_code, answer.reason
+        except requests.exceptions.SSLError as exc:
+            _unreadable(url, f"TLS failure: {_short(exc)}", "set `cert` in pip's configuration (or PIP_CERT) to your CA bundle")
+        except requests.exceptions.ProxyError as exc:
+            _unreadable(url, f"the proxy failed: {_short(exc)}")
+        except requests.exceptions.Timeout:
+            _unreadable(url, f"no answer within {timeout:g} s")
         except requests.RequestException as exc:
-            return f"{url} ({type(exc).__name__})"
-    return None
+            _unreadable(url, f"cannot connect: {_short(exc)}")
+        else:
+            if status in (401, 403):
+                _unreadable(url, f"HTTP {status} {reason}: the index wants credentials",
+                            "give them in ~/.netrc, a keyring, or the index URL in pip's configuration; see docs/lock.md")
+            if status >= 500:
+                _unreadable(url, f"HTTP {status} {reason}")
 
 
-def _pip_command(request: PipRequest, report: str, target: str, timeout: float) -> list[str]:
-    machine = MACHINES.get(request.platform)
-    if machine is None:
-        raise UserError(f"pip locks are made for {', '.join(MACHINES)}, not {request.platform}", where="--platform")
-    glibc = request.glibc.replace(".", "_")
+def _short(exc: Exception) -> str:
+    text = mask_text(str(exc))
+    inner = re.findall(r"\(Caused by \w+\((.*)\)\)", text)
+    return (inner[0] if inner else text).strip("'\" ")[:200]
+
+
+def _unreadable(url: str, cause: str, hint: str | None = None):
+    raise EnvironmentProblem(f"cannot read the package index {mask(url)}: {cause}",
+                             hint=hint or "check the URL, the network and the proxy; for offline use pass "
+                                          "`--index-url` pointing at a reachable mirror")
+
+
+# --- resolving with uv ------------------------------------------------------------------
+
+def uv_command(request: PipRequest, requirements_in: str, output: str) -> list[str]:
+    from uv import find_uv_bin
+
     command = [
-        sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed", "--quiet",
-        "--disable-pip-version-check", "--report", report, "--target", target,
-        "--only-binary=:all:", "--implementation", "cp", "--python-version", request.python,
-        # pip widens a manylinux_2_X tag to every older one; plain linux_* is what the
-        # PyTorch index tags many of its wheels with.
-        "--platform", f"manylinux_{glibc}_{machine}", "--platform", f"linux_{machine}",
-        "--index-url", request.index_url, "--timeout", str(int(timeout)), "--retries", "1",
+        find_uv_bin(), "pip", "compile", requirements_in, "-o", output, "--quiet",
+        "--no-config", "--no-header", "--no-annotate", "--generate-hashes", "--no-build",
+        "--python-platform", uv_platform(request.platform, request.glibc),
+        # the target's version; this interpreter only spares uv a search for one (seconds)
+        "--python-version", request.python, "--python", sys.executable, "--no-python-downloads",
+        # pip's semantics: the best version across all indexes (the lock pins hashes anyway)
+        "--index-strategy", "unsafe-best-match",
     ]
-    for url in request.extra_index_urls:
-        command += ["--extra-index-url", url]
-    return command + list(request.requirements)
+    if request.settings.no_index:
+        command.append("--no-index")
+    else:
+        command += ["--index-url", request.index_url]
+        for url in request.extra_index_urls:
+            command += ["--extra-index-url", url]
+    return command + uv_arguments(request.settings)
 
 
-def _resolve_with_pip(request: PipRequest, timeout: float) -> tuple[PipPin, ...]:
-    with tempfile.TemporaryDirectory(prefix="envbuild-pip-") as tmp:
-        report = os.path.join(tmp, "report.json")
-        command = _pip_command(request, report, os.path.join(tmp, "target"), timeout)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> tuple[PipPin, ...]:
+    """The pinned, hashed closure; raises PipLockFailed (no solution; explained by
+    re-locking variants of the request when `explain`) or EnvironmentProblem (anything
+    else uv could not do)."""
+    with tempfile.TemporaryDirectory(prefix="envbuild-uv-") as tmp:
+        requirements_in = os.path.join(tmp, "requirements.in")
+        with open(requirements_in, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(request.requirements) + "\n")
+        output = os.path.join(tmp, "requirements.txt")
+        env = uv_environment(request.settings)
+        env.setdefault("UV_HTTP_TIMEOUT", str(int(timeout)))
+        try:
+            done = subprocess.run(uv_command(request, requirements_in, output), capture_output=True, text=True,
+                                  env=env, timeout=900)
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem("uv did not finish resolving the pip requirements within 15 minutes",
+                                     hint="check the indexes' speed; run again with a warm cache") from None
         if done.returncode != 0:
-            raise PipLockFailed(_pip_conflict(request, done.stderr), done.stderr.strip())
-        with open(report, encoding="utf-8") as handle:
-            data = json.load(handle)
+            if "No solution found" in done.stderr:
+                conflict = diagnose(request, done.stderr, timeout) if explain else Conflict("library_abi", "")
+                raise PipLockFailed(conflict, mask_text(done.stderr.strip()))
+            raise EnvironmentProblem(
+                f"uv could not resolve the pip requirements: {_uv_cause(done.stderr)}",
+                hint="check the indexes named above, the network, the proxy and the CA bundle")
+        with open(output, encoding="utf-8") as handle:
+            return parse_requirements(handle.read())
+
+
+def _uv_cause(stderr: str) -> str:
+    """uv's first error line and its innermost cause, credentials masked."""
+    lines = [line.strip() for line in mask_text(stderr).splitlines() if line.strip()]
+    first = next((line for line in lines if line.startswith(("error:", "×"))), lines[0] if lines else "no output")
+    causes = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Caused by:")]
+    return first.lstrip("×").removeprefix("error:").strip() + (f" ({causes[-1]})" if causes else "")
+
+
+def parse_requirements(text: str) -> tuple[PipPin, ...]:
+    """Pins from a `name==version --hash=...` requirements file (continuations joined)."""
     pins = []
-    for item in data.get("install", []):
-        hashes = (item.get("download_info", {}).get("archive_info") or {}).get("hashes") or {}
-        pins.append(PipPin(item["metadata"]["name"], item["metadata"]["version"], hashes.get("sha256")))
+    for entry in text.replace("\\\n", " ").splitlines():
+        entry = entry.strip()
+        if not entry or entry.startswith(("#", "-")):
+            continue
+        words = entry.split()
+        name, _, version = words[0].partition("==")
+        hashes = tuple(w.removeprefix("--hash=") for w in words[1:] if w.startswith("--hash="))
+        pins.append(PipPin(name, version.split(";")[0], hashes))
     return tuple(sorted(pins, key=lambda p: p.name.lower()))
 
 
-def _pip_conflict(request: PipRequest, stderr: str) -> Conflict:
-    errors = [line.strip()[len("ERROR:"):].strip() for line in stderr.splitlines() if line.strip().startswith("ERROR:")]
-    where = ", ".join((request.index_url, *request.extra_index_urls))
-    # pip names the requirement it could not satisfy ("No matching distribution found
-    # for X", "Cannot install X because ..."); a framework wheel there means the variant
-    # is not on the index for this target.
-    for wanted in request.frameworks:
-        if any(wanted in line for line in errors):
+# --- explaining a failed lock -------------------------------------------------------------
+
+_NAMED = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:\s*(?:==|>=|<=|!=|~=|<|>)|\s+(?:was|has|have|is|are)\b)")
+_NOT_NAMES = {"there", "all", "only", "we", "you", "your", "it", "and", "because", "which"}
+
+
+def missing_package(stderr: str) -> str | None:
+    """The package uv found no usable candidates for: the first one its explanation names."""
+    text = " ".join(line.strip() for line in stderr.splitlines())
+    after = text.split("Because", 1)[1] if "Because" in text else text
+    for found in _NAMED.finditer(after):
+        if found.group(1).lower() not in _NOT_NAMES:
+            return found.group(1)
+    return None
+
+
+def _reason(stderr: str) -> str:
+    """uv's hint (e.g. which Python ABI tags the wheels have), else its first cause line."""
+    lines = [line.strip() for line in mask_text(stderr).splitlines() if line.strip()]
+    hints = [line.removeprefix("hint:").strip() for line in lines if line.startswith("hint:")]
+    if hints:
+        return hints[0]
+    because = next((line for line in lines if "Because" in line), "uv found no solution")
+    return because.split("Because", 1)[1].strip().rstrip(":") if "Because" in because else because
+
+
+def _locks(request: PipRequest, timeout: float) -> bool:
+    try:
+        resolve_uv(request, timeout, explain=False)
+    except (PipLockFailed, EnvironmentProblem):
+        return False
+    return True
+
+
+def diagnose(request: PipRequest, stderr: str, timeout: float) -> Conflict:
+    """Name the package whose candidates are missing; offer a Python that does lock (each
+    fix offered was itself locked)."""
+    package = missing_package(stderr) or "the pip requirements"
+    where = ", ".join(mask(u) for u in request.indexes) or "the find-links folders"
+    reason = _reason(stderr)
+    for python in PROBE_PYTHONS:
+        if python != request.python and _locks(replace(request, python=python), timeout):
             return Conflict(
-                kind="framework_cuda_mismatch",
-                message=f"no wheel of {wanted} for CPython {request.python} on {request.platform} in {where}; "
-                        f"the CUDA variant, the Python version or the index must move",
-                fixes=(Fix("check the index URL of the CUDA variant (e.g. https://download.pytorch.org/whl/cu121)"),),
+                kind="python_unsupported",
+                message=f"no usable wheel of {package} for CPython {request.python} on {request.platform} in {where} "
+                        f"(it locks with CPython {python}): {reason}",
+                fixes=(Fix(f"use Python {python}", {"python": python}),),
             )
-    last = errors[0] if errors else "pip found no solution"
-    return Conflict(kind="library_abi", message=f"pip cannot resolve the pip requirements for {request.platform}: {last}")
+    names = {_requirement(t, "requirements").name.lower() for t in request.frameworks}
+    is_framework = package.split("[")[0].lower() in names
+    return Conflict(
+        kind="framework_cuda_mismatch" if is_framework else "library_abi",
+        message=f"no usable wheel of {package} for CPython {request.python} on {request.platform} in {where}: {reason}",
+    )
 
 
-def lock_pip(request: PipRequest, *, timeout: float = 10.0) -> PipLock:
-    down = _unreachable(request, timeout)
-    if down is None:
-        pins = _resolve_with_pip(request, timeout)
-        missing = [p.name for p in pins if not p.sha256]
-        if not missing:
-            return PipLock(request, pins, hashed=True, note="")
-        return PipLock(request, pins, hashed=False,
-                       note=f"the index published no sha256 for {', '.join(missing)}, so no hashes were written")
-    direct = []
-    for text in request.requirements:
-        exact = _exact(text, "packages.pip")
-        direct.append(PipPin(*exact, None) if exact else PipPin(text, "", None))
-    return PipLock(request, tuple(direct), hashed=False,
-                   note=f"the package index {down} could not be reached, so only the direct requirements are "
-                        f"pinned and no hashes were taken; re-run `envbuild lock` where the index is reachable")
+# --- the guard and the lock ---------------------------------------------------------------
+
+def _wrong_variant(pin: PipPin, cuda: str | None) -> str | None:
+    """Why a pinned wheel with a local CUDA tag does not fit the resolved CUDA, else None."""
+    local = pin.version.partition("+")[2].lower()
+    if not local or not cuda:
+        return None
+    if local == "cpu" or local.startswith("cpu."):
+        return "is a CPU build"
+    found = re.fullmatch(r"cu(\d+)(\d)", local)
+    if found and (found.group(1) != cuda.split(".")[0] or int(found.group(2)) > int(cuda.split(".")[1])):
+        return f"is built for CUDA {found.group(1)}.{found.group(2)}"
+    return None
+
+
+def lock_pip(request: PipRequest, *, timeout: float = 10.0, allow_unhashed: bool = False) -> PipLock:
+    check_indexes(request, timeout)
+    return checked_lock(request, resolve_uv(request, timeout), allow_unhashed=allow_unhashed)
+
+
+def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashed: bool) -> PipLock:
+    """The lock of `pins`, refused when a wheel is not the resolved CUDA variant, or when a
+    pin has no hash (uv hashes files the index publishes no hash for by reading them, so
+    this is a guard) and `allow_unhashed` is false."""
+    wrong = [(p, why) for p in pins if (why := _wrong_variant(p, request.cuda))]
+    if wrong:
+        pin, why = wrong[0]
+        raise PipLockFailed(Conflict(
+            kind="framework_cuda_mismatch",
+            message=f"the pip lock for {request.platform} resolved {pin.name}=={pin.version}, which {why}, but the "
+                    f"resolved CUDA is {request.cuda}; envbuild refuses to lock it",
+            fixes=(Fix(f"pin {pin.name} to its +cu{request.cuda.replace('.', '')} build in packages.pip"),),
+        ), "")
+    missing = [p.name for p in pins if not p.hashes]
+    if not missing:
+        return PipLock(request, pins, hashed=True, note="")
+    note = f"the index published no sha256 for {', '.join(missing)}, so they are pinned without hashes"
+    if not allow_unhashed:
+        raise EnvironmentProblem(note.replace("so they are pinned", "and a lock") + " is refused",
+                                 hint="use an index that publishes hashes, or pass --allow-unhashed to write it anyway")
+    return PipLock(request, pins, hashed=False, note=note)
 
 
 def render(lock: PipLock, stamp: Stamp) -> str:
@@ -211,17 +375,21 @@ def render(lock: PipLock, stamp: Stamp) -> str:
         f"# Target: {request.platform}, CPython {request.python}.",
     ]
     if lock.hashed:
-        lines.append("# Every package is pinned with the sha256 its index publishes:")
+        lines.append("# Every package is pinned with the sha256 of the files its index publishes:")
         lines.append(f"#   pip install --require-hashes -r {lock_name(request.platform, True)}")
     else:
-        lines.append(f"# NO HASHES: {lock.note}.")
+        lines.append(f"# NOT FULLY HASHED: {lock.note}.")
     lines += [f"{STAMP_PREFIX}{key}: {value}" for key, value in stamp.fields().items()]
-    lines.append(f"--index-url {request.index_url}")
-    lines += [f"--extra-index-url {url}" for url in request.extra_index_urls]
+    # Credentials never go into a file that is committed: pip and uv find them at install
+    # time in ~/.netrc, a keyring, or a PIP_INDEX_URL that holds them (docs/lock.md).
+    if request.settings.no_index:
+        lines.append("--no-index")
+    else:
+        lines.append(f"--index-url {strip_credentials(request.index_url)}")
+        lines += [f"--extra-index-url {strip_credentials(url)}" for url in request.extra_index_urls]
     for pin in lock.pins:
         line = f"{pin.name}=={pin.version}" if pin.version else pin.name
-        if pin.sha256:
-            line += f" \\\n    --hash=sha256:{pin.sha256}"
+        line += "".join(f" \\\n    --hash={h}" for h in pin.hashes)
         lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
-from envbuild.lock.gpu import FRAMEWORK_PACKAGES, is_gpu_build
+from envbuild.lock.gpu import FRAMEWORK_PACKAGES, is_gpu_build, variant_problem
 from envbuild.lock.request import VARIANT_PACKAGES, SolveRequest
 from envbuild.lock.virtual import VirtualPackage
 from envbuild.model import Conflict, Fix
@@ -111,6 +111,7 @@ class Solver:
 def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage]) -> list[Conflict]:
     """A GPU framework whose chosen record is not a CUDA build is refused, never locked."""
     conflicts = []
+    refused: set[str] = set()
     by_name = {p.name: p for p in packages}
     for framework in request.gpu_frameworks:
         record = next((by_name[n] for n in FRAMEWORK_PACKAGES.get(framework, (framework,)) if n in by_name), None)
@@ -121,11 +122,22 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
                         f"package name differs from {FRAMEWORK_PACKAGES.get(framework, (framework,))[0]!r}, so the GPU build cannot be checked",
             ))
         elif not is_gpu_build(framework, record.build, record.depends):
+            refused.add(record.name)
             conflicts.append(Conflict(
                 kind="framework_cuda_mismatch",
                 message=f"the solver chose {record.name} {record.version} build {record.build} for {request.platform}, "
                         f"which is not a CUDA build; envbuild refuses to lock a CPU build for a GPU target",
                 fixes=(Fix(f"pin the GPU build, e.g. `{record.name}=={record.version}=*cuda*`, or use a channel with CUDA builds"),),
+            ))
+    # Every other record with CPU and GPU builds: torchvision next to a CUDA pytorch must
+    # be a CUDA build too, and of a CUDA the target runs.
+    for p in packages if request.gpu_frameworks else ():
+        why = variant_problem(p.name, p.build, p.depends, request.cuda)
+        if why and p.name not in refused:
+            conflicts.append(Conflict(
+                kind="framework_cuda_mismatch",
+                message=f"the solver chose {p.name} {p.version} build {p.build} for {request.platform}, which {why}; "
+                        f"envbuild refuses to lock it into a GPU environment for CUDA {request.cuda}",
             ))
     if request.cuda:
         wanted = request.cuda.split(".")[:2]

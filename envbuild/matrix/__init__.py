@@ -41,6 +41,9 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
     "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
     "wheels": ("wheels.yaml", "releases", t.WheelRelease),
+    "mig_floors": ("mig.yaml", "floors", t.MigFloor),
+    "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
+    "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
 }
 
 
@@ -65,6 +68,9 @@ class Matrices:
     installer_pythons: tuple[t.InstallerPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     wheels: tuple[t.WheelRelease, ...] = ()
+    mig_floors: tuple[t.MigFloor, ...] = ()
+    mig_profiles: tuple[t.MigProfile, ...] = ()
+    cloud_instances: tuple[t.CloudInstance, ...] = ()
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()

@@ -224,3 +224,39 @@ class GpuPeak(Row):
     fp32_tflops: float | None = None
     tf32_tflops: float | None = None  # dense (no sparsity)
     bf16_tflops: float | None = None  # dense
+
+
+# --- matrices/mig.yaml ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class MigFloor(Row):
+    """The driver and CUDA a host needs to run MIG on a parent GPU."""
+
+    parent: str = ""  # matches Gpu.name
+    min_driver: str = ""
+    min_cuda: str = ""
+
+
+@dataclass(frozen=True)
+class MigProfile(Row):
+    """One MIG profile of a parent GPU (of a given total memory)."""
+
+    parent: str = ""  # matches Gpu.name
+    parent_memory_gb: int = 0
+    name: str = ""  # "3g.40gb"
+    memory_gb: float = 0.0
+    compute_slices: int = 0
+    of_slices: int = 7
+    max_instances: int = 1
+
+
+# --- matrices/cloud_instances.yaml ----------------------------------------------------------
+@dataclass(frozen=True)
+class CloudInstance(Row):
+    """A cloud instance type and the GPUs it carries."""
+
+    instance_type: str = ""  # "g5.xlarge"
+    family: str = ""  # "g5"
+    cloud: str = "aws"
+    gpu: str = ""  # matches Gpu.name
+    gpus: int = 1
+    gpu_memory_gb: float = 0.0  # per GPU

@@ -364,4 +364,5 @@ def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
             pip = (release,)
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
+                             pypi_default=b.pypi_default and b.installer == "pip",
                              archs=lookup.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)

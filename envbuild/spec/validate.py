@@ -18,12 +18,13 @@ from envbuild.spec.parse import RawSpec
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
 TOP_KEYS = (
     "name", "frameworks", "cuda", "cudnn", "python", "target", "installer", "base",
-    "base_image", "channels", "packages", "env", "image", "strict",
+    "base_image", "channels", "packages", "env", "image", "strict", "resources",
 )
 NESTED_KEYS = {
     "target": ("driver", "gpus", "platform"),
     "packages": ("conda", "pip"),
     "image": ("repository",),
+    "resources": ("gpus", "gpu_memory"),
 }
 
 # Names people write for the five frameworks -> the canonical name. Names that carry a
@@ -253,7 +254,23 @@ class _Validator:
             image_repository=self.image_repository(),
             strict=bool(strict),
             source=self.raw.source,
+            **self.resources(),
         )
+
+    def resources(self) -> dict[str, Any]:
+        from envbuild.fleet.memory import parse_gib
+
+        count = self.get(("resources", "gpus"))
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise self.fail(("resources", "gpus"), f"resources.gpus must be a positive whole number, not {count!r}")
+        memory = self.get(("resources", "gpu_memory"))
+        gib = None
+        if memory is not None:
+            gib = parse_gib(self.raw.text(("resources", "gpu_memory"), memory))
+            if gib is None:
+                raise self.fail(("resources", "gpu_memory"), f"malformed gpu_memory {memory!r}",
+                                "write a size like 40GiB, 24GB or 16 (GiB)")
+        return {"gpu_count": count, "gpu_memory_gib": gib}
 
     def frameworks(self) -> tuple[dict[str, str | None], dict[str, tuple[str, tuple]]]:
         """{canonical name: constraint text or None} and {name: (CUDA implied, path)}."""

@@ -1,0 +1,90 @@
+"""`envbuild export KIND`: the job definition that runs an image on a target's GPUs,
+for Kubernetes, Slurm, AWS Batch, Metaflow, Coiled or Flyte (envbuild/targets/<kind>.py)."""
+from __future__ import annotations
+
+HELP = "write the job definition (k8s, slurm, batch, metaflow, coiled, flyte) that runs an image on a target's GPUs"
+
+
+def configure(parser) -> None:
+    from envbuild.commands._build_inputs import add_build_arguments
+    from envbuild.spec.cli_args import add_spec_arguments
+    from envbuild.targets import KINDS
+
+    parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}")
+    add_spec_arguments(parser)
+    group = parser.add_argument_group("job")
+    group.add_argument("--image", metavar="REF", help="image to run (default: the content tag `envbuild image` "
+                       "gives the spec, pinned by digest when the registry has it)")
+    group.add_argument("--repository", metavar="REGISTRY/NAME", help="with no --image: where `envbuild image` pushes (default: image.repository in the spec)")
+    group.add_argument("--fleet", metavar="FLEET.yaml", help="fleet file the --target is read from")
+    group.add_argument("--target", metavar="NAME", help="target in the fleet: its GPU, MIG profile and scheduler settings")
+    group.add_argument("--name", metavar="NAME", help="job name (default: envbuild-<target> or envbuild-job)")
+    group.add_argument("--command", metavar="CMD", help="the workload, run after the probe (default: the probe alone)")
+    group.add_argument("--gpus", type=int, metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
+    group.add_argument("--time", default="01:00:00", metavar="HH:MM:SS", help="time limit (default 01:00:00)")
+    group.add_argument("--mem", type=int, default=16, metavar="GIB", help="host memory in GiB (default 16)")
+    group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
+    group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
+    group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
+    add_build_arguments(parser)
+
+
+def run(args) -> int:
+    import json
+    import re
+    import shlex
+    import sys
+
+    from envbuild import atomic
+    from envbuild.errors import UserError
+    from envbuild.targets import module
+    from envbuild.targets.job import Job
+
+    mod = module(args.kind, "KIND")
+    if args.target and not args.fleet:
+        raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    if args.gpus is not None and args.gpus < 1:
+        raise UserError("must be at least 1", where="--gpus")
+    if not re.fullmatch(r"(\d+-)?\d{1,3}(:\d{2}){0,2}", args.time):
+        raise UserError(f"malformed time limit {args.time!r}", where="--time", hint="write HH:MM:SS, e.g. 02:00:00")
+    target = None
+    if args.fleet:
+        from envbuild.fleet import load_fleet
+
+        fleet = load_fleet(args.fleet)
+        if not args.target and len(fleet.targets) > 1:
+            raise UserError("the fleet has several targets", where="--fleet", hint=f"name one with --target: {', '.join(fleet.names())}")
+        target = fleet.select([args.target] if args.target else None)[0]
+        if target.kind != args.kind:  # the GPU still comes from the target; its scheduler keys do not apply
+            from dataclasses import replace
+
+            target = replace(target, scheduler={"kind": args.kind})
+    spec = None
+    if args.spec or args.framework or args.cuda:
+        from envbuild.spec.cli_args import spec_from_args
+
+        spec = spec_from_args(args)
+    image = args.image
+    if not image:
+        if spec is None:
+            raise UserError("no image to run", where="export", hint="pass --image REF, or a SPEC whose image `envbuild image` builds")
+        from envbuild.targets.image_ref import default_image
+
+        image = default_image(spec, args)
+    gpus = args.gpus or (spec.gpu_count if spec and spec.gpu_count else None) or 1
+    name = args.name or (f"envbuild-{target.name}" if target else "envbuild-job")
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
+        raise UserError(f"job name {name!r} must be lowercase letters, digits and -", where="--name")
+    job = Job(name=name, image=image, target=target, gpus=gpus, time=args.time, memory_gib=args.mem,
+              command=tuple(shlex.split(args.command)) if args.command else (), static_probe=args.static)
+    text = mod.render(job)
+    if args.output:
+        atomic.write_text(args.output, text)
+    if args.json:
+        print(json.dumps({"kind": args.kind, "image": image, "target": target.name if target else None,
+                          "file": args.output, "definition": text}, indent=2))
+    elif not args.output:
+        sys.stdout.write(text)
+    else:
+        print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
+    return 0

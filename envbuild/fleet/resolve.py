@@ -1,0 +1,216 @@
+"""Resolve one spec against every target of a fleet.
+
+1. A joint resolution chooses the open fields once for all selected targets: the spec
+   over the union of their GPUs with the oldest driver (every constraint a target adds
+   is "CUDA no newer than its driver allows" or "kernels for its GPU", so the union with
+   the oldest driver is exactly what all of them together demand). Targets on different
+   platforms get one joint resolution per platform.
+2. That choice is pinned, and each target is checked alone with its own driver, GPU,
+   MIG floors and memory. Resolutions are memoised per (driver, GPU, platform), so a
+   fleet of many targets on few GPU types costs a few resolves.
+3. When no joint choice exists, each target is resolved alone and the answer says which
+   targets force which choice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from envbuild.fleet import Target
+from envbuild.fleet.memory import fmt_gib
+from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
+from envbuild.versions import parse_driver, parse_version
+
+
+@dataclass
+class TargetResult:
+    target: Target
+    resolution: Resolution
+    conflicts: list[Conflict] = field(default_factory=list)
+    warnings: list[Warning] = field(default_factory=list)
+    alone_choice: str | None = None  # when no joint stack exists: what this target alone would get
+
+    @property
+    def verdict(self) -> str:
+        return "conflict" if self.conflicts else "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.target
+        return {"name": t.name, "verdict": self.verdict, "gpu": t.gpu, "mig": t.mig, "driver": t.driver,
+                "platform": t.platform, "gpu_memory_gib": t.gpu_memory_gib, "scheduler": t.kind,
+                "conflicts": to_jsonable(self.conflicts), "warnings": to_jsonable(self.warnings),
+                "alone_choice": self.alone_choice}
+
+
+@dataclass
+class FleetResolution:
+    joint: list[Resolution]  # one per platform
+    targets: list[TargetResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(j.ok for j in self.joint) and all(r.verdict == "ok" for r in self.targets)
+
+
+def resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
+    from envbuild import matrix
+    from envbuild.resolver import resolve
+
+    from envbuild.matrix.lookup import find_gpu
+
+    m = matrix.load()
+    memo: dict[Any, Resolution] = {}
+
+    def gpu_class(gpu: str) -> tuple:
+        # what the resolver reads from a GPU: its compute capability and data-center class
+        row = find_gpu(m, gpu)
+        return (row.compute_capability, row.datacenter) if row else (gpu, None)
+
+    def cached(s: Spec) -> Resolution:
+        # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
+        # in the GPU's name (L4 and L40S are both 8.9) get the same answer
+        key = (s.with_changes({"gpus": [], "driver": None}).hash(), s.driver, tuple(gpu_class(g) for g in s.gpus))
+        if key not in memo:
+            memo[key] = resolve(s, m)
+        return memo[key]
+
+    joints, results = [], []
+    for platform in dict.fromkeys(t.platform for t in targets):
+        group = [t for t in targets if t.platform == platform]
+        joint = cached(_joint_spec(spec, group))
+        joints.append(joint)
+        pinned = _pin(spec, joint) if joint.ok else spec
+        for t in group:
+            res = cached(_target_spec(pinned, t))
+            r = TargetResult(t, res, list(res.conflicts), list(res.warnings))
+            if not joint.ok and res.ok:
+                r.alone_choice = _choice(res)
+            r.conflicts += _mig_conflicts(m, t, res)
+            r.conflicts += _memory_conflicts(m, spec, t, targets)
+            if t.gpu_memory_gib is None and spec.gpu_memory_gib:
+                r.warnings.append(Warning("gpu_memory_unknown", f"{t.name}: GPU memory unknown (add gpu_memory to the target); "
+                                          f"{fmt_gib(spec.gpu_memory_gib)} not checked"))
+            if spec.gpu_count and spec.gpu_count > t.gpus_per_node:
+                r.warnings.append(Warning("gpu_count", f"{t.name}: the job needs {spec.gpu_count} GPUs; a node has {t.gpus_per_node}"))
+            results.append(r)
+    return FleetResolution(joints, results)
+
+
+def _joint_spec(spec: Spec, group: list[Target]) -> Spec:
+    drivers = [t.driver for t in group if t.driver]
+    gpus = list(dict.fromkeys(t.gpu for t in group))
+    changes: dict[str, Any] = {"gpus": gpus, "platform": group[0].platform}
+    if drivers:
+        changes["driver"] = min(drivers, key=parse_driver)
+    return spec.with_changes(changes)
+
+
+def _target_spec(spec: Spec, t: Target) -> Spec:
+    return spec.with_changes({"gpus": [t.gpu], "driver": t.driver, "platform": t.platform})
+
+
+def _pin(spec: Spec, joint: Resolution) -> Spec:
+    """The spec with the joint choice written in, so every target is checked with it."""
+    stack = joint.resolved
+    changes: dict[str, Any] = {f"frameworks.{f.name}": f"=={f.version}" for f in stack.frameworks}
+    changes.update({"cuda": stack.cuda or spec.cuda, "python": stack.python, "installer": stack.installer})
+    return spec.with_changes(changes)
+
+
+def _choice(res: Resolution) -> str:
+    s = res.resolved
+    parts = [f"{f.name} {f.version}" for f in s.frameworks] + ([f"CUDA {s.cuda}"] if s.cuda else [])
+    return ", ".join(parts)
+
+
+def _mig_conflicts(m, t: Target, res: Resolution) -> list[Conflict]:
+    if not t.mig:
+        return []
+    from envbuild.matrix.lookup import find_gpu
+
+    row = find_gpu(m, t.gpu)
+    floor = next((f for f in m.mig_floors if row and f.parent == row.name), None)
+    if floor is None:
+        return []
+    fact = Fact(f"MIG on {floor.parent} needs driver >= {floor.min_driver} and CUDA >= {floor.min_cuda}", floor.source)
+    out = []
+    if t.driver and parse_driver(t.driver) < parse_driver(floor.min_driver):
+        out.append(Conflict("driver_too_old", f"{t.name}: MIG {t.mig} on {floor.parent} needs driver {floor.min_driver} "
+                            f"or newer; the target has {t.driver}", (fact,),
+                            (Fix(f"upgrade {t.name}'s driver to {floor.min_driver} or newer", {"driver": floor.min_driver}),)))
+    cuda = res.resolved.cuda if res.resolved else None
+    if cuda and parse_version(cuda) < parse_version(floor.min_cuda):
+        out.append(Conflict("framework_cuda_mismatch", f"{t.name}: MIG on {floor.parent} needs CUDA {floor.min_cuda} or newer; "
+                            f"the environment uses CUDA {cuda}", (fact,),
+                            (Fix(f"use CUDA {floor.min_cuda} or newer", {"cuda": floor.min_cuda}),)))
+    return out
+
+
+def _memory_conflicts(m, spec: Spec, t: Target, fleet: tuple[Target, ...]) -> list[Conflict]:
+    need = spec.gpu_memory_gib
+    if not need or t.gpu_memory_gib is None or t.gpu_memory_gib >= need:
+        return []
+    where = f"MIG slice {t.mig} of {t.gpu}" if t.mig else t.gpu
+    fixes = []
+    fitting = [o.name for o in fleet if o.gpu_memory_gib is not None and o.gpu_memory_gib >= need]
+    if fitting:
+        fixes.append(Fix(f"run on a target with enough memory: {', '.join(fitting)}"))
+    if t.mig:
+        from envbuild.fleet.validate import mig_profile
+        from envbuild.matrix.lookup import find_gpu
+
+        row = find_gpu(m, t.gpu)
+        current = mig_profile(m, row, t.mig)
+        bigger = [p.name for p in m.mig_profiles if p.parent == current.parent
+                  and p.parent_memory_gb == current.parent_memory_gb and p.memory_gb >= need]
+        if bigger:
+            fixes.append(Fix(f"use a larger MIG profile on {t.name}: {', '.join(dict.fromkeys(bigger))}"))
+    message = (f"{t.name}: the job needs {fmt_gib(need)} of GPU memory; the {where} has {fmt_gib(t.gpu_memory_gib)} "
+               f"(from {t.memory_from})")
+    facts = ()
+    if t.mig:
+        prof = next(p for p in m.mig_profiles if p.name == t.mig)
+        facts = (Fact(f"MIG profile {t.mig} has {prof.memory_gb:g} GB", prof.source),)
+    return [Conflict("gpu_memory_insufficient", message, facts, tuple(fixes))]
+
+
+def render_text(fr: FleetResolution) -> str:
+    from envbuild.report import format_fix
+
+    rows = [("TARGET", "GPU", "DRIVER", "VERDICT", "REASON")]
+    for r in fr.targets:
+        reason = r.conflicts[0].message if r.conflicts else (f"alone: {r.alone_choice}" if r.alone_choice else "")
+        gpu = r.target.describe_gpu() + (f" ({fmt_gib(r.target.gpu_memory_gib)})" if r.target.gpu_memory_gib else "")
+        rows.append((r.target.name, gpu, r.target.driver or "-", r.verdict, reason[:100]))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+    lines.append("")
+    for joint in fr.joint:
+        if joint.ok and joint.resolved:
+            lines.append(f"stack for all targets: {_choice(joint)} (Python {joint.resolved.python}, {joint.resolved.installer})")
+        else:
+            lines.append("no single stack works on all selected targets:")
+            for c in joint.conflicts:
+                lines.append(f"  [{c.kind}] {c.message}")
+            forced = [r for r in fr.targets if r.alone_choice]
+            for r in forced:
+                lines.append(f"  {r.target.name} alone: {r.alone_choice}")
+    for r in fr.targets:
+        for c in r.conflicts:
+            lines.append(f"CONFLICT {r.target.name} [{c.kind}] {c.message}")
+            for i, fix in enumerate(c.fixes[:3], 1):
+                lines.append(f"  fix {i}: {format_fix(fix)}")
+        for w in r.warnings:
+            lines.append(f"warn {r.target.name} {w.kind}: {w.message}")
+    ok = fr.ok
+    lines.append("")
+    lines.append(f"verdict: {'ok' if ok else 'conflict'} ({sum(r.verdict == 'ok' for r in fr.targets)}/{len(fr.targets)} targets ok)")
+    return "\n".join(lines)
+
+
+def to_json(fr: FleetResolution) -> dict[str, Any]:
+    first = fr.joint[0].to_json()
+    first["verdict"] = "ok" if fr.ok else "conflict"
+    first["joint"] = [{"verdict": j.verdict, "conflicts": to_jsonable(j.conflicts)} for j in fr.joint]
+    first["targets"] = [r.to_json() for r in fr.targets]
+    return first

@@ -1,0 +1,52 @@
+"""Where jobs run: one module per scheduler kind, all with the same small protocol.
+
+Each module `envbuild/targets/<kind>.py` defines
+    KIND            the name used in fleet files and `envbuild export KIND`
+    KEYS            {scheduler key: (type, description)}; REQUIRED: the keys a target must give
+    SUFFIX          the file name ending of its job definition (".yaml", ".sh", ".py", ".json")
+    render(job)     -> the job definition text for a `Job`
+and, for kinds that `envbuild verify --fleet` can submit to,
+    submit(jobs, workdir, progress) -> {target name: probe report dict}
+A new scheduler is one new module here plus its name in KINDS.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Callable
+
+from envbuild.errors import UserError
+
+KINDS = ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte")
+
+
+def module(kind: str, where: str = "kind") -> ModuleType:
+    if kind not in KINDS:
+        from envbuild.spec.validate import did_you_mean
+
+        raise UserError(f"unknown scheduler kind {kind!r}", where=where,
+                        hint=did_you_mean(kind, KINDS) or f"one of: {', '.join(KINDS)}")
+    return importlib.import_module(f"envbuild.targets.{kind}")
+
+
+def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
+    """A target's `scheduler:` mapping, checked against its kind's KEYS."""
+    kind = config.get("kind")
+    if not isinstance(kind, str):
+        raise UserError("scheduler has no kind", where=where(None), hint=f"add `kind:` one of {', '.join(KINDS)}")
+    mod = module(kind, where(("kind")))
+    for key, value in config.items():
+        if key == "kind":
+            continue
+        if key not in mod.KEYS:
+            known = ", ".join(mod.KEYS) or "none"
+            raise UserError(f"unknown key {key!r} for a {kind} scheduler", where=where(key), hint=f"known keys: {known}")
+        expected, _ = mod.KEYS[key]
+        if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:
+            names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+            raise UserError(f"scheduler.{key} must be {names.replace('str', 'a string').replace('dict', 'a mapping').replace('list', 'a list')}",
+                            where=where(key))
+    missing = [k for k in getattr(mod, "REQUIRED", ()) if k not in config]
+    if missing:
+        raise UserError(f"a {kind} scheduler needs {missing[0]!r}", where=where(None), hint=mod.KEYS[missing[0]][1])
+    return dict(config)

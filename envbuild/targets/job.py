@@ -1,0 +1,71 @@
+"""What every job definition is made from: the image, the command, and the target's GPUs."""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from envbuild.fleet import Target
+
+IMAGE_PROBE = "/opt/envbuild/probe.py"  # every envbuild image carries the probe here
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # lowercase letters, digits and -: valid as a k8s, Slurm, Batch and Flyte name
+    image: str
+    target: Target | None = None
+    gpus: int = 1
+    command: tuple[str, ...] = ()  # the workload; empty = the probe alone
+    verify_first: bool = True  # run the probe before the workload (k8s init container, a step elsewhere)
+    time: str = "01:00:00"
+    memory_gib: int = 16  # host memory
+    static_probe: bool = False  # only the probe's checks that need no GPU
+    probe_path: str = IMAGE_PROBE
+    extra: dict[str, Any] = field(default_factory=dict)  # runner details (output paths)
+
+    @property
+    def scheduler(self) -> dict[str, Any]:
+        return dict(self.target.scheduler) if self.target else {}
+
+    def probe_command(self) -> list[str]:
+        return ["python3", self.probe_path, "--json"] + (["--static"] if self.static_probe else [])
+
+    def main_command(self) -> list[str]:
+        return list(self.command) or self.probe_command()
+
+    def shell(self, argv: list[str]) -> str:
+        return " ".join(shlex.quote(a) for a in argv)
+
+    def gpu_row(self):
+        if not self.target:
+            return None
+        from envbuild import matrix
+        from envbuild.matrix.lookup import find_gpu
+
+        return find_gpu(matrix.load(), self.target.gpu)
+
+    def compute_capability(self) -> str | None:
+        if not self.target:
+            return None
+        row = self.gpu_row()
+        return row.compute_capability if row else self.target.gpu
+
+    def time_seconds(self) -> int:
+        parts = [int(p) for p in self.time.replace("-", ":").split(":")]
+        seconds = 0
+        for p in parts:
+            seconds = seconds * 60 + p
+        return seconds if len(parts) == 3 else seconds * 60 if len(parts) == 2 else seconds
+
+    def instance_types(self) -> list[str]:
+        """Cloud instance types that carry this target's GPU with at least `gpus` of them."""
+        row = self.gpu_row()
+        if row is None:
+            return []
+        from envbuild import matrix
+
+        need = self.target.gpu_memory_gib if self.target and not self.target.mig else None
+        rows = [i for i in matrix.load().cloud_instances
+                if i.gpu == row.name and i.gpus >= self.gpus and (need is None or i.gpu_memory_gb >= need * 0.95)]
+        return [i.instance_type for i in sorted(rows, key=lambda i: i.gpus)]

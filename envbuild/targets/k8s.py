@@ -1,0 +1,81 @@
+"""Kubernetes: a batch/v1 Job that asks the NVIDIA device plugin for GPUs.
+
+Nodes are chosen by the labels GPU Feature Discovery puts on them (compute capability,
+and `nvidia.com/gpu.product` when the fleet names it); the `nvidia.com/gpu` taint that
+GPU node pools carry is tolerated. A MIG target asks for `nvidia.com/mig-<profile>`, the
+resource the device plugin's `mixed` strategy exposes. The probe runs first as an init
+container, so a pod whose image does not work on the node fails before the workload.
+"""
+from __future__ import annotations
+
+from envbuild.targets.job import Job
+
+KIND = "k8s"
+SUFFIX = ".yaml"
+KEYS = {
+    "namespace": (str, "the namespace the Job is created in"),
+    "node_selector": (dict, "extra node labels, e.g. {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}"),
+    "tolerations": (list, "extra tolerations, as in a pod spec"),
+    "context": (str, "kubectl context to submit with (default: the current one)"),
+}
+REQUIRED: tuple[str, ...] = ()
+GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def manifest(job: Job) -> dict:
+    cfg = job.scheduler
+    target = job.target
+    resource = f"nvidia.com/mig-{target.mig}" if target and target.mig else "nvidia.com/gpu"
+    limits = {resource: str(job.gpus), "memory": f"{job.memory_gib}Gi"}  # quantities are strings in the API
+    selector: dict[str, str] = {}
+    cc = job.compute_capability()
+    if cc:
+        major, minor = cc.split(".")
+        selector.update({"nvidia.com/gpu.compute.major": major, "nvidia.com/gpu.compute.minor": minor})
+    if target and target.mig:
+        selector["nvidia.com/mig.strategy"] = "mixed"
+    selector.update({str(k): str(v) for k, v in (cfg.get("node_selector") or {}).items()})
+    pod: dict = {"restartPolicy": "Never", "tolerations": [GPU_TAINT] + list(cfg.get("tolerations") or [])}
+    if selector:
+        pod["nodeSelector"] = selector
+    container = {"name": "main", "image": job.image, "command": job.main_command(),
+                 "resources": {"limits": limits}}
+    if job.verify_first and job.command:
+        pod["initContainers"] = [{"name": "envbuild-verify", "image": job.image, "command": job.probe_command(),
+                                  "resources": {"limits": dict(limits)}}]
+    pod["containers"] = [container]
+    metadata = {"name": job.name, "labels": {"app.kubernetes.io/managed-by": "envbuild"}}
+    if cfg.get("namespace"):
+        metadata["namespace"] = cfg["namespace"]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": job.time_seconds(),
+                     "template": {"metadata": {"labels": {"app.kubernetes.io/managed-by": "envbuild"}}, "spec": pod}}}
+
+
+def render(job: Job) -> str:
+    import yaml
+
+    return yaml.safe_dump(manifest(job), sort_keys=False)
+
+
+def submit(jobs: list[Job], workdir, progress) -> dict[str, dict]:
+    """Without a kube context, write the manifests and say how to apply them."""
+    import shutil
+    import subprocess
+
+    from envbuild import atomic
+
+    paths = []
+    for job in jobs:
+        path = workdir / f"{job.name}.yaml"
+        atomic.write_text(path, render(job))
+        paths.append(path)
+    context = shutil.which("kubectl") and subprocess.run(["kubectl", "config", "current-context"],
+                                                         capture_output=True, text=True).returncode == 0
+    files = " ".join(f"-f {p}" for p in paths)
+    if not context:
+        progress(f"no kube context: wrote {len(paths)} manifest(s); apply them with `kubectl apply {files}`, "
+                 f"then read each report with `kubectl logs job/<name>`")
+    else:
+        progress(f"kubectl context found; apply with `kubectl apply {files}` (not applied automatically)")
+    return {job.name: {"status": "submitted-manually", "manifest": str(p)} for job, p in zip(jobs, paths)}

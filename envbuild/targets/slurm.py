@@ -1,0 +1,136 @@
+"""Slurm: an sbatch script that runs the image on the partition's GPUs.
+
+The container carries CUDA, so the script never loads a cuda module. How the image runs
+depends on the site (`scheduler.runtime`): Apptainer (`apptainer exec --nv docker://...`,
+the default), pyxis (`srun --container-image`), the Docker engine, or `host`: run the
+probe directly on the node with the node's own Python, which checks the submission path
+where no container runtime exists (the probe's static part only needs the standard library).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from envbuild.errors import EnvironmentProblem
+from envbuild.targets.job import IMAGE_PROBE, Job
+
+KIND = "slurm"
+SUFFIX = ".sh"
+KEYS = {
+    "partition": (str, "the partition, e.g. gpu"),
+    "gres_type": (str, "the GPU type in gres.conf, e.g. v100 (gives --gres=gpu:v100:N)"),
+    "account": (str, "the account to charge"),
+    "qos": (str, "the quality of service"),
+    "runtime": (str, "apptainer (default), pyxis, docker or host"),
+    "time": (str, "time limit, e.g. 01:00:00"),
+    "mem": (str, "memory per job as sbatch takes it, e.g. 16G (default: 16G)"),
+}
+REQUIRED = ("partition",)
+RUNTIMES = ("apptainer", "pyxis", "docker", "host")
+FINISHED = {"ENDED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+
+
+def gres(job: Job) -> str:
+    cfg = job.scheduler
+    gtype = cfg.get("gres_type") or (job.target.mig if job.target and job.target.mig else None)
+    return f"gpu:{gtype}:{job.gpus}" if gtype else f"gpu:{job.gpus}"
+
+
+def render(job: Job) -> str:
+    cfg = job.scheduler
+    runtime = cfg.get("runtime", "apptainer")
+    if runtime not in RUNTIMES:
+        from envbuild.errors import UserError
+
+        raise UserError(f"unknown Slurm runtime {runtime!r}", where=job.target.where if job.target else "runtime",
+                        hint=f"one of: {', '.join(RUNTIMES)}")
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job.name}"]
+    for key in ("partition", "account", "qos"):
+        if cfg.get(key):
+            lines.append(f"#SBATCH --{key}={cfg[key]}")
+    lines += [f"#SBATCH --gres={gres(job)}", f"#SBATCH --time={cfg.get('time') or job.time}",
+              f"#SBATCH --mem={cfg.get('mem') or str(job.memory_gib) + 'G'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
+    if job.extra.get("output"):
+        lines.append(f"#SBATCH --output={job.extra['output']}")
+    if runtime == "host" and job.probe_path == IMAGE_PROBE:
+        # no container on the node: this envbuild's probe, run by the node's own Python
+        from dataclasses import replace
+
+        from envbuild import probe
+
+        job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
+    lines += ["set -euo pipefail", f"IMAGE={job.shell([job.image])}",
+              "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
+    steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
+    for argv in steps:
+        lines.append(_wrap(runtime, job, argv))
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(runtime: str, job: Job, argv: list[str]) -> str:
+    command = job.shell(argv)
+    if runtime == "apptainer":
+        return f'apptainer exec --nv "docker://$IMAGE" {command}'
+    if runtime == "pyxis":
+        return f'srun --container-image="$IMAGE" {command}'
+    if runtime == "docker":
+        return f'docker run --rm --gpus "\\"device=$CUDA_VISIBLE_DEVICES\\"" "$IMAGE" {command}'
+    return f"# runtime: host (no container; the probe checks this node's Python)\n{command}"
+
+
+# --- submitting (envbuild verify --fleet) -----------------------------------------------------------
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    if shutil.which(argv[0]) is None:
+        raise EnvironmentProblem(f"{argv[0]} not found", where="slurm", hint="run on a Slurm login node, or install slurm-client")
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: float = 1.0) -> dict[str, dict]:
+    """One sbatch per target; wait for all, then read each job's output file."""
+    from envbuild import atomic
+    from envbuild.verify.runner import _parse_probe_output
+
+    ids: dict[str, str] = {}
+    outputs = {}
+    for job in jobs:
+        out = workdir / f"{job.name}.out"
+        job = Job(**{**job.__dict__, "extra": {**job.extra, "output": str(out)}})
+        script = workdir / f"{job.name}.sh"
+        atomic.write_text(script, render(job))
+        done = _run(["sbatch", "--parsable", str(script)])
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().splitlines()
+            raise EnvironmentProblem(f"sbatch refused the job for {job.target.name if job.target else job.name}: "
+                                     f"{message[-1] if message else 'exit ' + str(done.returncode)}", where="slurm")
+        ids[job.name] = done.stdout.strip().split(";")[0]
+        outputs[job.name] = out
+    states = {name: "PENDING" for name in ids}
+    deadline = time.monotonic() + timeout
+    while True:
+        for name, jid in ids.items():
+            if states[name] not in FINISHED:
+                states[name] = _state(jid)
+        progress(f"verify: {sum(s in FINISHED for s in states.values())}/{len(states)} done ("
+                 + ", ".join(f"{n}: {s.lower()}" for n, s in states.items()) + ")")
+        if all(s in FINISHED for s in states.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(poll)
+    results = {}
+    for name, jid in ids.items():
+        text = outputs[name].read_text(errors="replace") if outputs[name].exists() else ""
+        results[name] = {"scheduler_job": jid, "state": states[name], "probe": _parse_probe_output(text),
+                         "output": str(outputs[name]), "tail": text[-2000:] if states[name] != "COMPLETED" else ""}
+    return results
+
+
+def _state(job_id: str) -> str:
+    done = _run(["scontrol", "show", "job", "-o", job_id])
+    if done.returncode != 0:
+        if "Invalid job id" in done.stderr:  # already purged from the controller: it ended
+            return "ENDED"
+        raise EnvironmentProblem(f"scontrol cannot read job {job_id}: {done.stderr.strip()}", where="slurm")
+    match = re.search(r"JobState=(\S+)", done.stdout)
+    return match.group(1) if match else "UNKNOWN"

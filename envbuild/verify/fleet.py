@@ -1,0 +1,125 @@
+"""`envbuild verify IMAGE --fleet`: the probe on every target, through its own scheduler.
+
+Each target's job is the probe alone in the image (envbuild/targets/<kind>.py renders it).
+Kinds with a `submit` are submitted and waited for; the others get their job definition
+written next to the reports with the command to submit it. The reports are merged into
+one JSON document and one JUnit file with a testsuite per target.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from envbuild.fleet import Target
+from envbuild.targets import module
+from envbuild.targets.job import Job
+
+
+def job_for(image: str, target: Target, *, static: bool) -> Job:
+    return Job(name=f"envbuild-verify-{target.name}"[:63].rstrip("-"), image=image, target=target,
+               gpus=1, static_probe=static)
+
+
+def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
+                 timeout: float = 900, progress=None) -> dict[str, Any]:
+    progress = progress or _progress_line
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    results: dict[str, dict] = {}
+    by_kind: dict[str, list[Job]] = {}
+    for t in targets:
+        by_kind.setdefault(t.kind, []).append(job_for(image, t, static=static))
+    for kind, jobs in by_kind.items():
+        mod = module(kind)
+        if hasattr(mod, "submit"):
+            kwargs = {"timeout": timeout} if kind == "slurm" else {}
+            for job_name, result in mod.submit(jobs, workdir, progress, **kwargs).items():
+                results[job_name] = result
+        else:
+            from envbuild import atomic
+
+            for job in jobs:
+                path = workdir / f"{job.name}{mod.SUFFIX}"
+                atomic.write_text(path, mod.render(job))
+                results[job.name] = {"status": "submitted-manually", "definition": str(path)}
+            progress(f"{kind}: wrote {len(jobs)} job definition(s) to {workdir}; envbuild does not submit to {kind}")
+    _end_progress()
+    entries = []
+    for t in targets:
+        job = job_for(image, t, static=static)
+        r = results.get(job.name, {})
+        probe = r.get("probe")
+        checks = list(probe.get("checks", [])) if probe else []
+        failed = [c["name"] for c in checks if c["status"] == "fail" and c.get("required", True)]
+        if probe:
+            status = "fail" if failed else "pass"
+        elif r.get("status") == "submitted-manually":
+            status = "not_run"
+        else:
+            status = "fail"
+            checks = [{"name": "scheduler.job", "status": "fail", "required": True,
+                       "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
+                       "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
+        entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
+                        "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
+                        "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
+                        "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k != "checks"}})
+    ok = all(e["status"] == "pass" for e in entries)
+    return {"image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
+            "summary": {s: sum(e["status"] == s for e in entries) for s in ("pass", "fail", "not_run")},
+            "targets": entries}
+
+
+def write_junit(path, report: dict[str, Any]) -> None:
+    """One testsuite per target (its checks as testcases), in one file."""
+    import xml.etree.ElementTree as ET
+
+    from envbuild import atomic
+    from envbuild.verify.junit import junit_tree
+
+    root = ET.Element("testsuites", name="envbuild.verify.fleet")
+    for e in report["targets"]:
+        checks = e["checks"] or [{"name": "scheduler.submitted", "status": "skip", "required": True,
+                                  "details": f"not run by envbuild: submit {e['definition']}"}]
+        suite = junit_tree(checks, suite=f"envbuild.verify.{e['name']}").getroot().find("testsuite")
+        root.append(suite)
+    root.set("tests", str(sum(int(s.get("tests")) for s in root)))
+    root.set("failures", str(sum(int(s.get("failures")) for s in root)))
+    ET.indent(root)
+    with atomic.replacing(path, "wb") as fh:
+        ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
+
+
+def summary_text(report: dict[str, Any]) -> str:
+    lines = []
+    for e in report["targets"]:
+        extra = f" (job {e['scheduler_job']}, {str(e['state']).lower()})" if e.get("scheduler_job") else ""
+        if e["status"] == "not_run":
+            extra = f" (submit {e['definition']})"
+        failed = f": failed {', '.join(e['failed_required'])}" if e["failed_required"] else ""
+        lines.append(f"{e['status'].upper():8} {e['name']:<20} {e['gpu']}{extra}{failed}")
+    s = report["summary"]
+    lines.append(f"verify: {s['pass']} passed, {s['fail']} failed, {s['not_run']} not run by envbuild "
+                 f"({report['mode']} probe, {report['elapsed_s']} s)")
+    return "\n".join(lines)
+
+
+_last = [0]
+
+
+def _progress_line(text: str) -> None:
+    """One progress line, rewritten in place on a terminal; plain lines in a CI log."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + text[:150].ljust(_last[0]))
+        _last[0] = len(text[:150])
+    else:
+        sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _end_progress() -> None:
+    if _last[0] and sys.stderr.isatty():
+        sys.stderr.write("\n")
+        _last[0] = 0

@@ -1,0 +1,143 @@
+"""Fleet files and `envbuild resolve --fleet`: per-target answers, MIG slices, memory fit,
+and one-line bad input. The fleet resolver is the real resolver over the real matrices."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from envbuild.cli import main
+from envbuild.errors import UserError
+from envbuild.fleet import load_fleet
+from envbuild.fleet.validate import TARGET_KEYS
+from envbuild.targets import KINDS, module
+
+ROOT = Path(__file__).resolve().parent.parent
+FLEET = ROOT / "tests" / "data" / "fleets" / "fleet.yaml"
+SCHEMA = json.loads((ROOT / "schema" / "fleet.schema.json").read_text())
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """The command line in this process (the same `main` the console script runs; the
+    matrices load once for the whole module instead of once per call)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def test_console_script_answers_the_same():
+    done = subprocess.run([sys.executable, "-m", "envbuild", "resolve", "--framework", "pytorch", "--fleet", str(FLEET),
+                           "--target", "h100", "--json"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and json.loads(done.stdout)["targets"][0]["name"] == "h100"
+
+
+def _fleet(tmp_path, text: str) -> str:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_example_fleet_loads_and_matches_the_schema():
+    jsonschema.validate(yaml.safe_load(FLEET.read_text()), SCHEMA)
+    fleet = load_fleet(str(FLEET))
+    mig = fleet.target("a100-mig")
+    assert (mig.mig, mig.gpu_memory_gib, mig.memory_from) == ("3g.40gb", 40, "MIG profile 3g.40gb")
+    assert fleet.target("v100-slurm").scheduler == {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "account": "ml"}
+
+
+def test_schema_keys_match_the_validator_and_the_target_modules():
+    target = SCHEMA["$defs"]["target"]["properties"]
+    assert set(target) == set(TARGET_KEYS)
+    kinds = {s["properties"]["kind"]["const"]: s for s in target["scheduler"]["oneOf"]}
+    assert set(kinds) == set(KINDS)
+    for kind, sub in kinds.items():
+        mod = module(kind)
+        assert set(sub["properties"]) - {"kind"} == set(mod.KEYS), kind
+        assert set(sub["required"]) - {"kind"} == set(mod.REQUIRED), kind
+
+
+@pytest.mark.parametrize("body, where, words", [
+    ("targets:\n  a:\n    gpu: A100-80GB\n    mig: 2g.40gb\n    scheduler: {kind: k8s}\n", ":4:", ["no MIG profile '2g.40gb'", "3g.40gb", "7g.80gb"]),
+    ("targets:\n  a:\n    gpu: V100\n    mig: 1g.10gb\n    scheduler: {kind: k8s}\n", ":4:", ["has no MIG profiles", "NVIDIA A100"]),
+    ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: pbs}\n", ":4:", ["unknown scheduler kind 'pbs'", "k8s, slurm"]),
+    ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: slurm}\n", ":4:", ["needs 'partition'"]),
+    ("targets:\n  a:\n    gpu: A1000000\n    scheduler: {kind: k8s}\n", ":3:", ["unknown GPU"]),
+    ("targets:\n  a:\n    gpu: A100\n    gpu_memory: lots\n    scheduler: {kind: k8s}\n", ":4:", ["malformed gpu_memory"]),
+    ("targets:\n  Big_Name:\n    gpu: A100\n    scheduler: {kind: k8s}\n", ":2:", ["lowercase"]),
+])
+def test_bad_fleet_files_are_one_line_exit_2(tmp_path, body, where, words):
+    path = _fleet(tmp_path, body)
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envbuild: error: ") and where in lines[0], lines
+    for word in words:
+        assert word in lines[0]
+    with pytest.raises(UserError):  # the schema and the validator agree where the schema can tell
+        load_fleet(path)
+
+
+def test_unknown_target_name_is_bad_input():
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", str(FLEET), "--target", "h10")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "envbuild: error: --target: unknown target 'h10' (did you mean 'h100'?)"
+
+
+def test_resolve_fleet_json_one_stack_for_all_targets():
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", str(FLEET), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert data["verdict"] == "ok"
+    assert [t["name"] for t in data["targets"]] == ["v100-slurm", "a100-mig", "g5", "h100", "l4-flyte"]
+    assert all(t["verdict"] == "ok" and t["conflicts"] == [] for t in data["targets"])
+    # the chosen CUDA runs on the oldest driver (470 = CUDA 11.4 natively, 11.x by minor-version compatibility)
+    assert data["resolved"]["cuda"].startswith("11.")
+    assert {g["compute_capability"] for g in data["resolved"]["gpus"]} == {"7.0", "8.0", "8.6", "9.0", "8.9"}
+
+
+def test_memory_misfit_names_targets_and_profiles_that_fit(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("frameworks: {pytorch: null}\nresources: {gpus: 1, gpu_memory: 48GiB}\n")
+    done = _cli("resolve", str(spec), "--fleet", str(FLEET), "--json")
+    assert done.returncode == 1
+    targets = {t["name"]: t for t in json.loads(done.stdout)["targets"]}
+    assert [n for n, t in targets.items() if t["verdict"] == "ok"] == ["h100"]
+    mig = targets["a100-mig"]["conflicts"][0]
+    assert mig["kind"] == "gpu_memory_insufficient"
+    assert "48 GiB" in mig["message"] and "3g.40gb" in mig["message"] and "40 GiB" in mig["message"]
+    fixes = [f["description"] for f in mig["fixes"]]
+    assert fixes == ["run on a target with enough memory: h100", "use a larger MIG profile on a100-mig: 7g.80gb"]
+    # text: one table, then the conflicts; only the selected targets count
+    text = _cli("resolve", str(spec), "--fleet", str(FLEET), "--target", "h100", "--target", "g5")
+    assert text.returncode == 1
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == ["TARGET", "GPU", "DRIVER", "VERDICT", "REASON"]
+    assert lines[1].startswith("h100") and " ok" in lines[1] and lines[2].startswith("g5") and "conflict" in lines[2]
+    assert any(line.startswith("CONFLICT g5 [gpu_memory_insufficient]") for line in lines)
+    assert _cli("resolve", str(spec), "--fleet", str(FLEET), "--target", "h100").returncode == 0
+
+
+def test_no_joint_stack_says_which_targets_force_which_choice(tmp_path):
+    # Kepler (3.7) is gone from CUDA 12 builds, Blackwell (12.0) needs CUDA 12.8: no single torch serves both
+    path = _fleet(tmp_path, "targets:\n  k80:\n    gpu: K80\n    driver: 470.82.01\n    scheduler: {kind: k8s}\n"
+                            "  b:\n    gpu: RTX 5090\n    driver: 570.86.10\n    scheduler: {kind: k8s}\n")
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", path)
+    assert done.returncode == 1
+    assert "no single stack works on all selected targets:" in done.stdout
+    assert "k80 alone: pytorch" in done.stdout and "b alone: pytorch" in done.stdout
+
+
+def test_mig_floor_driver_is_a_conflict(tmp_path):
+    path = _fleet(tmp_path, "targets:\n  h:\n    gpu: H100\n    mig: 1g.10gb\n    driver: 520.61.05\n    scheduler: {kind: k8s}\n")
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", path, "--json")
+    assert done.returncode == 1
+    conflicts = json.loads(done.stdout)["targets"][0]["conflicts"]
+    assert any(c["kind"] == "driver_too_old" and "MIG 1g.10gb" in c["message"] and "525.85.12" in c["message"] for c in conflicts)

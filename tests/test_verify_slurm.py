@@ -1,0 +1,113 @@
+"""Slurm end to end on the single-node Slurm of scripts/services.sh (GPU gres of types
+v100 and a100 declared on empty files: the node has no GPU, so jobs run the probe's
+static part with the node's Python: `runtime: host`)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import _need
+
+ROOT = Path(__file__).resolve().parent.parent
+FLEET = """targets:
+  v100:
+    gpu: V100
+    driver: 535.104.05
+    scheduler: {kind: slurm, partition: gpu, gres_type: v100, runtime: host, mem: 200M, time: "00:05:00"}
+  a100:
+    gpu: A100
+    driver: 535.104.05
+    scheduler: {kind: slurm, partition: gpu, gres_type: GRES, runtime: host, mem: 200M, time: "00:05:00"}
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm_env() -> dict[str, str]:
+    conf = _need("ENVBUILD_TEST_SLURM_CONF")
+    env = dict(os.environ, SLURM_CONF=conf)
+    if subprocess.run(["sinfo", "-h"], env=env, capture_output=True).returncode != 0:
+        pytest.fail("the test Slurm does not answer: run ./scripts/services.sh up")
+    return env
+
+
+def _cli(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def _fleet(tmp_path, gres="a100") -> str:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET.replace("GRES", gres))
+    return str(path)
+
+
+def test_exported_sbatch_script_is_accepted_and_runs_to_completion(tmp_path, slurm_env):
+    script = tmp_path / "job.sh"
+    done = _cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/train:1", "--fleet", _fleet(tmp_path),
+                "--target", "v100", "--static", "-o", str(script))
+    assert done.returncode == 0, done.stderr
+    text = script.read_text()
+    assert "#SBATCH --gres=gpu:v100:1" in text and "#SBATCH --partition=gpu" in text and "module load" not in text.replace("`module load cuda`", "")
+    out = tmp_path / "job.out"
+    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
+                            env=slurm_env, capture_output=True, text=True, timeout=200)
+    assert submit.returncode == 0, submit.stderr  # --wait: sbatch's exit status is the job's
+    report = json.loads(out.read_text()[out.read_text().index("{"):])
+    assert report["mode"] == "static" and report["summary"]["ok"] is True
+
+
+def test_verify_fleet_runs_the_probe_on_two_targets_and_merges_the_reports(tmp_path, slurm_env):
+    fleet = _fleet(tmp_path)
+    done = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", fleet, "--static",
+                "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"), "--junit", str(tmp_path / "v.xml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verify: 2/2 done" in done.stderr  # the progress line
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert report["ok"] and [t["name"] for t in report["targets"]] == ["v100", "a100"]
+    for t in report["targets"]:
+        assert t["status"] == "pass" and t["state"] == "COMPLETED" and t["scheduler_job"]
+        assert any(c["name"] == "static.python" and c["status"] == "pass" for c in t["checks"])
+    suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["envbuild.verify.v100", "envbuild.verify.a100"]
+    assert all(int(s.get("tests")) > 3 and s.get("failures") == "0" for s in suites)
+    scripts = sorted(p.name for p in (tmp_path / "work").glob("*.sh"))
+    assert scripts == ["envbuild-verify-a100.sh", "envbuild-verify-v100.sh"]
+    assert "--gres=gpu:a100:1" in (tmp_path / "work" / "envbuild-verify-a100.sh").read_text()
+
+
+def test_a_job_slurm_refuses_is_exit_3_with_slurms_message(tmp_path, slurm_env):
+    done = _cli(slurm_env, "verify", "img:1", "--fleet", _fleet(tmp_path, gres="h100"), "--target", "a100",
+                "--static", "--workdir", str(tmp_path / "work"))
+    assert done.returncode == 3, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("envbuild: error: slurm: sbatch refused the job for a100:") and "Requested node configuration is not available" in line
+
+
+def test_slurm_down_is_exit_3(tmp_path, slurm_env):
+    conf = Path(slurm_env["SLURM_CONF"]).read_text().replace("SlurmctldPort=16817", "SlurmctldPort=16999")
+    (tmp_path / "slurm.conf").write_text(conf)
+    env = dict(slurm_env, SLURM_CONF=str(tmp_path / "slurm.conf"))
+    done = _cli(env, "verify", "img:1", "--fleet", _fleet(tmp_path), "--target", "v100", "--static",
+                "--workdir", str(tmp_path / "work"))
+    assert done.returncode == 3
+    assert "Unable to contact slurm controller" in done.stderr.strip().splitlines()[-1]
+
+
+def test_verify_fleet_on_kubernetes_without_a_context_writes_manifests_and_says_how_to_apply(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  a100:\n    gpu: A100\n    scheduler: {kind: k8s, namespace: ml}\n"
+                     "  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q}\n")
+    env = dict(os.environ, KUBECONFIG=str(tmp_path / "no-kubeconfig"))
+    done = _cli(env, "verify", "img:1", "--fleet", str(fleet), "--workdir", str(tmp_path / "work"),
+                "--junit", str(tmp_path / "v.xml"))
+    assert done.returncode == 1  # nothing ran: not a pass
+    assert "kubectl apply -f " in done.stderr and str(tmp_path / "work" / "envbuild-verify-a100.yaml") in done.stderr
+    assert (tmp_path / "work" / "envbuild-verify-g5.json").exists()
+    assert "NOT_RUN  a100" in done.stdout and "0 passed, 0 failed, 2 not run" in done.stdout
+    suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
+    assert [s.get("skipped") for s in suites] == ["1", "1"]
