@@ -156,7 +156,7 @@ class ResolvedFramework:
 @dataclass(frozen=True)
 class ResolvedGpu:
     name: str  # as the matrix names it ("NVIDIA A100-SXM4-80GB" or the user's text for a bare CC)
-    compute_capability: str  # "8.0"
+    compute_capability: str | None  # "8.0"; None for a model the matrix does not know
     datacenter: bool | None = None
 
 

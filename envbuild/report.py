@@ -93,7 +93,7 @@ def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | No
         if not spec.gpus:
             return "not checked: no target GPU (give --gpu or --host)"
         if stack:
-            return ", ".join(f"{g.name} ({g.compute_capability})" for g in stack.gpus)
+            return ", ".join(f"{g.name} ({g.compute_capability or 'unknown'})" for g in stack.gpus)
         return ", ".join(spec.gpus)
     if kind == "python_unsupported":
         return stack.python if stack else (spec.python or "any version (not pinned)")
@@ -177,7 +177,7 @@ def _stack_rows(stack: ResolvedStack) -> list[tuple[str, str, str]]:
         rows.append(("driver", stack.driver, ""))
     for gpu in stack.gpus:
         kind = {True: ", data center", False: ""}.get(gpu.datacenter, "")
-        rows.append(("gpu", gpu.name, f"compute capability {gpu.compute_capability}{kind}"))
+        rows.append(("gpu", gpu.name, f"compute capability {gpu.compute_capability or 'unknown'}{kind}"))
     channels = f"; channels {', '.join(stack.channels)}" if stack.channels else ""
     rows.append(("installer", stack.installer, f"platform {stack.platform}{channels}"))
     if stack.base_image is not None:

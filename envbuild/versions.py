@@ -24,12 +24,17 @@ __all__ = [
     "parse_driver",
     "major_minor",
     "cuda_from_local",
+    "LocalLabel",
+    "read_local_label",
     "cuda_to_local",
     "parse_compute_capability",
 ]
 
 _OPERATORS = ("===", "==", "!=", "<=", ">=", "~=", "<", ">", "=")
 _CU_LOCAL = re.compile(r"^cu(\d{2,4})$")
+# jaxlib's labels: `cuda111` (0.1.x, CUDA 11.1) and `cuda11.cudnn86` (CUDA 11 with cuDNN >= 8.6)
+_JAX_LOCAL = re.compile(r"^cuda([7-9]\d|1\d\d)$")
+_JAX_CUDNN_LOCAL = re.compile(r"^cuda(\d{1,2})[._]cudnn(\d{2,4})$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -67,6 +72,40 @@ def cuda_from_local(label: str) -> str:
         raise ValueError(f"{label!r} is not a CUDA wheel label (expected cuXYZ, e.g. cu121)")
     digits = match.group(1)
     return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+@dataclass(frozen=True)
+class LocalLabel:
+    """What a pip local label says about the build: `kind` is cuda | cpu | rocm | unknown
+    (a label that names no accelerator, e.g. a git hash of a source or vendor build)."""
+
+    kind: str
+    cuda: str | None = None  # "12.1", or a major alone ("11") for `cuda11.cudnn86`
+    cudnn: str | None = None  # "8.6"
+
+
+def _digits_version(digits: str) -> str:
+    """`121` -> `12.1`, `92` -> `9.2`: the last digit is the minor."""
+    return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+def read_local_label(label: str) -> LocalLabel:
+    """Read a pip local label: PyTorch's `cu121`, jaxlib's `cuda111` and `cuda11.cudnn86`
+    (`cudnn805` = 8.0.5), `cpu`, `rocm5.6`; anything else is `unknown`."""
+    text = label.strip().lower()
+    match = _CU_LOCAL.match(text) or _JAX_LOCAL.match(text)
+    if match:
+        return LocalLabel("cuda", cuda=_digits_version(match.group(1)))
+    match = _JAX_CUDNN_LOCAL.match(text)
+    if match:
+        cudnn = match.group(2)
+        cudnn = f"{cudnn[0]}.{cudnn[1]}" + (f".{cudnn[2:]}" if len(cudnn) > 2 else "")
+        return LocalLabel("cuda", cuda=str(int(match.group(1))), cudnn=cudnn)
+    if text == "cpu":
+        return LocalLabel("cpu")
+    if text.startswith("rocm"):
+        return LocalLabel("rocm")
+    return LocalLabel("unknown")
 
 
 def cuda_to_local(cuda: str) -> str:

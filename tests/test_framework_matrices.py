@@ -108,7 +108,10 @@ def test_pypi_default_is_unique_and_untagged_builds_are_pypi_defaults(m):
     assert max(per_release.values()) == 1
     for b in m.pytorch:
         assert not (b.pypi_default and b.installer != "pip"), b
-        if b.installer == "pip" and b.package == "":
+        if b.installer == "pip" and Version(b.version) < Version("1.2"):
+            # before 1.2 no wheel had a +cuXY tag: each variant was an untagged wheel on its own page
+            assert b.package == "" and b.index_url.endswith("/cu" + b.cuda.replace(".", "")), b
+        elif b.installer == "pip" and b.package == "":
             assert b.pypi_default, f"{b.version} cu{b.cuda}: an untagged wheel is the PyPI build"
         elif b.installer == "pip":
             assert b.package == "+cu" + b.cuda.replace(".", ""), b
@@ -245,7 +248,8 @@ def test_jax_cuda_majors_and_python(m):
     assert "3.9" not in SpecifierSet(jax(m, "0.4.31").python)
     assert "3.10" not in SpecifierSet(jax(m, "0.7.0").python)
     for r in m.jax:
-        assert all(int(e[4:6]) in r.cuda_majors for e in r.pip_extras), r.version
+        # a bare `cuda` extra (0.3.0-0.4.9) pulled the era's CUDA 11 jaxlib
+        assert all((11 if e == "cuda" else int(e[4:6])) in r.cuda_majors for e in r.pip_extras), r.version
         assert r.driver_min_linux in (None, "450.80.02", "525.60.13"), r.version
 
 

@@ -72,6 +72,35 @@ REQUESTS = {
     # the system CUDA 11.2 is irrelevant to a pip wheel, so it is not a pin here
     "pt-190cu111-cuda112-system-ok": spec({"pytorch": "1.9.0+cu111"}, driver="460.91.03", gpus=("RTX 2080 Ti",),
                                           python="3.8", installer="pip"),
+    # --- older eras, nightlies, platforms ---
+    # K40m/K40c/GT 740M are compute capability 3.5 boards (named by capability: the model names are the GPU table's)
+    "pt-13-conda-k40m": spec({"pytorch": "1.3.1"}, cuda="10.1", gpus=("3.5",), installer="conda"),
+    "pt-131-conda-k40c": spec({"pytorch": "1.3.1"}, gpus=("3.5",), installer="conda"),
+    "pt-131-conda-k80-ok": spec({"pytorch": "1.3.1"}, gpus=("K80",), installer="conda"),
+    "pt-131cu92-gt740m": spec({"pytorch": "1.3.1+cu92"}, gpus=("3.5",), python="3.7", installer="pip"),
+    "pt-171-cu102-rtx3070": spec({"pytorch": "1.7.1"}, cuda="10.2", gpus=("RTX 3070",), python="3.6", installer="pip"),
+    # a nightly with a +cu124 label: no rows for it, so the CUDA 12.4 label is checked against the GPU
+    "pt-270dev-cu124-rtx5090": spec({"pytorch": "2.7.0.dev20250310+cu124"}, driver="570.124.06", gpus=("RTX 5090",),
+                                    python="3.11", installer="pip"),
+    "rapids-cudf-k80": spec({"rapids": "0.14"}, gpus=("K80",)),
+    "rapids-cudf-k40m": spec({"rapids": "0.18"}, gpus=("3.5",)),
+    "jax-jaxlib-cuda102-dropped": spec({"jax": "0.1.75"}, cuda="10.2"),
+    # "470" read as 470.82.01, the R470 driver JAX's README of the time names
+    "jax-0315-cuda116-driver470": spec({"jax": "0.3.15"}, cuda="11.6", driver="470.82.01"),
+    "tf-212-native-windows-gpu": spec({"tensorflow": "2.12.0"}, gpus=("GTX 1050 Ti",), python="3.10",
+                                      platform="win-64"),
+    "cupy-700-cuda90-gtx580": spec({"cupy": "7.0.0"}, cuda="9.0", driver="390.116", gpus=("2.0",), installer="pip"),
+    "cupy-cuda91-gt730-fermi": spec({"cupy": None}, cuda="9.1", gpus=("2.1",), installer="pip"),
+    # a jaxlib nightly: its label's cuDNN 8.6 against the cuDNN 8.5 it loaded
+    "jax-0411dev-cudnn86-runtime85": spec({"jax": "0.4.11.dev20230517+cuda11.cudnn86"}, cudnn="8.5", python="3.10"),
+    "pt-120-cu100-driver384": spec({"pytorch": "1.2.0"}, cuda="10.0", driver="384.130", python="3.6", installer="pip"),
+    # reports 9010 = an R390 driver (390.116, Ubuntu 18.04's); the .post2 wheel is judged by the 1.0.1 rows
+    "pt-101post2-cu100-driver390": spec({"pytorch": "1.0.1.post2"}, cuda="10.0", driver="390.116", python="3.5",
+                                        installer="pip"),
+    "rapids-2402-gtx1060-pascal-dropped": spec({"rapids": "24.02"}, gpus=("GTX 1060",), installer="conda"),
+    "tf-14-cuda91-libcublas80": spec({"tensorflow": "1.4"}, cuda="9.1", python="3.6"),
+    # 1.4.1 has no row of its own: TensorFlow's configurations are per 1.4
+    "tf-141-cuda90-libcublas80": spec({"tensorflow": "1.4.1"}, cuda="9.0", python="3.5"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -89,6 +118,8 @@ EXPECTED = {
     # Labelled `other`: cog's base-image table lacked Python 3.12 + torch 2.2, although PyTorch ships
     # cp312 wheels for 2.2; envbuild resolves the request.
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
+    # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
+    "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
     # Labelled ok (TF 2.15 runs on an H100 through PTX JIT) with the user's own Python 3.11. A pip
     # environment on an nvidia/cuda base is a venv over the distribution's python3, and no Ubuntu
     # release has 3.11 as python3, so envbuild refuses it and offers Python 3.10 (see the PTX test).
@@ -133,12 +164,20 @@ def test_ptx_only_support_is_a_warning():
 
 
 def test_out_of_matrix_request_is_refused_under_strict():
-    # PyTorch 0.4.1 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
+    # PyTorch 0.2.0 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
     import dataclasses
 
-    request = spec({"pytorch": "0.4.1"}, cuda="9.0", gpus=("2.1",), installer="conda")
+    request = spec({"pytorch": "0.2.0"}, cuda="8.0", gpus=("6.1",), installer="conda")
     result = resolve(dataclasses.replace(request, strict=True), matrix.load())
     assert result.verdict == "conflict"
     assert result.conflicts[0].kind == "unknown_fact"
     lenient = resolve(request, matrix.load())
-    assert any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+    assert lenient.ok and any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+
+
+def test_out_of_matrix_version_still_gets_the_cuda_checks():
+    # no row for PyTorch 0.2.0, but CUDA 9.0 itself cannot build for Fermi, and CUDA 9.0 needs driver 384.81
+    request = spec({"pytorch": "0.2.0"}, cuda="9.0", gpus=("2.1",), installer="conda")
+    assert [c.kind for c in resolve(request, matrix.load()).conflicts] == ["gpu_arch_unsupported"]
+    old_driver = spec({"pytorch": "0.2.0"}, cuda="9.0", driver="375.26", installer="conda")
+    assert [c.kind for c in resolve(old_driver, matrix.load()).conflicts] == ["driver_too_old"]

@@ -269,9 +269,15 @@ def test_unknown_version_is_said_as_unknown():
     assert kinds(strict) == ["unknown_fact"]
 
 
-def test_unknown_gpu_is_bad_input():
-    with pytest.raises(UserError):
-        resolve(spec({"pytorch": None}, gpus=("Voodoo 5",)), M)
+def test_unknown_gpu_is_a_warning_and_the_other_checks_still_run():
+    r = resolve(spec({"pytorch": "1.6.0"}, gpus=("Voodoo 5",), python="3.10"), M)
+    assert kinds(r) == ["python_unsupported"]  # the GPU is unknown; Python is still checked
+    ok = resolve(spec({"pytorch": "2.1.2"}, gpus=("Voodoo 5", "RTX 3090"), installer="pip"), M)
+    assert ok.ok and [g.compute_capability for g in ok.resolved.gpus] == [None, "8.6"]
+    assert any(w.kind == "unknown_fact" and "'Voodoo 5'" in w.message and "--gpu 6.1" in w.message
+               for w in ok.warnings)
+    strict = resolve(spec({"pytorch": "2.1.2"}, gpus=("Voodoo 5",), installer="pip", strict=True), M)
+    assert kinds(strict) == ["unknown_fact"]
 
 
 def test_resolution_carries_the_matrix_version_and_json():

@@ -118,7 +118,7 @@ BAD = [
     pytest.param("frameworks: {pytorch: '>=2.1,<'}\n", "malformed version constraint", ":1:23", id="malformed-constraint-2"),
     pytest.param("frameworks: {pytorch: null}\ncuda: 'twelve'\n", "malformed CUDA version", ":2:7", id="malformed-cuda"),
     pytest.param("frameworks: {pytorch: null}\npython: '3'\n", "needs major.minor", ":2:9", id="python-major-only"),
-    pytest.param("frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 3099']}\n", "unknown GPU 'RTX 3099' (did you mean 'RTX 3090'", ":2:17", id="unknown-gpu"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 3099?']}\n", "unreadable GPU name 'RTX 3099?' (did you mean 'RTX 3090'", ":2:17", id="unreadable-gpu"),
     pytest.param("frameworks: {pytorch: null}\ntarget: {driver: '535'}\n", "malformed driver version", ":2:18", id="driver-branch-only"),
     pytest.param("frameworks: {pytorch: null}\ntarget: {driver: 'latest'}\n", "malformed driver version", ":2:18", id="driver-word"),
     pytest.param("frameworks: {pytorch: '1.7.1+cu101'}\ncuda: '11.0'\n", "means CUDA 10.1, but cuda: 11.0", ":1:23", id="local-tag-vs-cuda"),
@@ -193,7 +193,7 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         ("frameworks: {pytorch: 1.6\n", "invalid YAML"),
         ("frameworks: {pytroch: '1.6.0'}\n", "did you mean 'pytorch'"),
         ("frameworks: {pytorch: '1.7.1+cu101'}\ncuda: '11.0'\n", "means CUDA 10.1"),
-        ("frameworks: {pytorch: null}\ntarget: {gpus: [Voodoo5]}\n", "unknown GPU 'Voodoo5'"),
+        ("frameworks: {pytorch: null}\ntarget: {gpus: ['Voodoo5?']}\n", "unreadable GPU name 'Voodoo5?'"),
     ],
 )
 def test_cli_bad_spec_exits_2_with_one_line(tmp_path, text, words):
@@ -211,7 +211,7 @@ def test_cli_bad_spec_exits_2_with_one_line(tmp_path, text, words):
     "flags, words",
     [
         (["--framework", "pytorch==1.x"], "--framework pytorch==1.x: pytorch: malformed version constraint"),
-        (["--framework", "pytorch", "--gpu", "RTX 3099"], "--gpu 'RTX 3099': unknown GPU"),
+        (["--framework", "pytorch", "--gpu", "RTX 3099?"], "--gpu 'RTX 3099?': unreadable GPU name"),
         (["--framework", "pytorch", "--driver", "abc"], "--driver: malformed driver version"),
         (["--framework", "pytorch==1.7.1+cu101", "--cuda", "11.0"], "means CUDA 10.1, but cuda: 11.0"),
         (["--framework", "pytorch", "--platform", "macos"], "--platform: unknown platform"),

@@ -222,12 +222,15 @@ def _select(rows, query: str | None, topic: str):
             return [r for r in rows if r.package == query.lower()], None
         v = _version_or_error(query, "CuPy version", "cupy")
         return [r for r in rows if _spec(r.cupy_versions).contains(v, prereleases=True)], None
-    from envbuild.versions import cuda_from_local, parse_constraint
+    from envbuild.versions import parse_constraint, read_local_label
 
     try:
         constraint = parse_constraint(query)
         if constraint.local:
-            local_cuda = cuda_from_local(constraint.local)
+            label = read_local_label(constraint.local)
+            if label.kind != "cuda":  # +cpu, +rocm…, a git hash: no CUDA variant to select
+                raise ValueError(f"+{constraint.local} names no CUDA build (write e.g. +cu121 or +cuda11.cudnn86)")
+            local_cuda = label.cuda
     except ValueError as exc:
         raise UserError(str(exc), where=f"matrix {topic}") from None
     out = []

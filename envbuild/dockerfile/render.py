@@ -161,7 +161,7 @@ def labels(data: RenderInput) -> dict[str, str]:
         f"{LABEL_NS}.installer": data.installer,
         f"{LABEL_NS}.platform": stack.platform,
         f"{LABEL_NS}.driver": stack.driver or "",
-        f"{LABEL_NS}.gpus": ",".join(f"{g.name}={g.compute_capability}" for g in stack.gpus),
+        f"{LABEL_NS}.gpus": ",".join(f"{g.name}={g.compute_capability or 'unknown'}" for g in stack.gpus),
         f"{LABEL_NS}.base": stack.base_image.ref,
         f"{LABEL_NS}.prefix": PREFIX,
         f"{LABEL_NS}.probe": PROBE_PATH,

@@ -39,6 +39,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+    "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
     "wheels": ("wheels.yaml", "releases", t.WheelRelease),
     "mig_floors": ("mig.yaml", "floors", t.MigFloor),
     "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
@@ -72,6 +73,7 @@ class Matrices:
     cloud_instances: tuple[t.CloudInstance, ...] = ()
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
+    family_rules: tuple[t.FamilyRule, ...] = ()
 
 
 def _freeze(value: Any) -> Any:

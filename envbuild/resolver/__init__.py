@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envbuild.model import Conflict, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
+from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
+from envbuild.resolver import checks, families, request
 from envbuild.matrix import lookup
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, mm
 from envbuild.resolver.request import Request, read_request
-from envbuild.versions import cuda_to_local, parse_driver, parse_version
+from envbuild.versions import cuda_to_local, parse_driver, parse_version, read_local_label
 
 __all__ = ["resolve"]
 
@@ -92,10 +93,19 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
     a = Analysis(req, ix, outcomes)
     for o in outcomes:
         a.problems += o.problems
+        for p in (o.unknown, o.stand_in):
+            if p is not None:
+                (a.problems if spec.strict else a.warnings).append(p)
+    for p in unknown_facts(req, ix):
+        (a.problems if spec.strict else a.warnings).append(p)
+    found = _bare_cuda(req, ix) if not outcomes else []
+    for o in outcomes:
         if o.unknown is not None:
-            (a.problems if spec.strict else a.warnings).append(o.unknown)
-    if not outcomes:
-        a.problems += _bare_cuda(req, ix)
+            # no row for this version: every check that does not need one still runs
+            found += _without_row(o, req, ix)
+    for p in found:
+        hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
+        (a.problems if hard else a.warnings).append(p)
     choice = None
     if not a.problems:
         choice, apart = combine(outcomes, req)
@@ -106,18 +116,70 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
     return a
 
 
-def _bare_cuda(req: Request, ix: Index) -> list[Problem]:
-    """A CUDA-only request (no framework): the toolkit against platform, driver and GPUs."""
+def unknown_facts(req: Request, ix: Index) -> list[Problem]:
+    """Warnings (conflicts under --strict) for what the request names but the matrix does
+    not know: a GPU model, a +label that names no CUDA build."""
+    out = []
+    for g in req.gpus:
+        if g.cc is None:
+            near = request.gpu_suggestion(ix, g.resolved.name)
+            also = f" (or the model's name as the matrix spells it: did you mean {near!r}?)" if near else ""
+            out.append(Problem("unknown_fact",
+                               f"the matrix does not know the GPU {g.resolved.name!r}, so no architecture check ran for "
+                               f"it: state its compute capability instead, e.g. --gpu 6.1 (nvidia-smi --query-gpu="
+                               f"compute_cap --format=csv prints it){also}", soft=True))
+    for name, label in req.unknown_labels:
+        out.append(Problem("unknown_fact",
+                           f"{name}'s +{label} label names no CUDA build the matrix knows, so envbuild judged the public "
+                           f"release; state the build's CUDA with --cuda (e.g. --cuda 12.1)", framework=name, soft=True))
+    return out
+
+
+def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
+    """The checks that need no release row, for a framework version the matrix lacks: the
+    family rules (platform, Python per platform, era floors) and the pinned CUDA against
+    driver and GPUs."""
+    version = _representative(o.constraint)
+    label = f"{o.name} {o.constraint.text.lstrip('=')}" if o.constraint.text not in ("*", "") else o.name
+    ruled = families.platform_problems(ix, o.name, version, label, req.platform, req.python)
+    if any(p.kind == "platform_unsupported" for p in ruled):
+        return ruled
+    cuda = o.pin.short if o.pin is not None and o.pin.minor is not None else None
+    if o.pin is not None and cuda is None:
+        cuda = str(o.pin.major)
+    out = ruled + families.era_problems(ix, o.name, version, label, req, cuda)
+    out += checks.label_cudnn(o.name, req, o.pin)
+    if o.pin is not None:
+        out += _bare_cuda(req, ix, o.pin, framework=o.name)
+    return out
+
+
+def _representative(constraint):
+    """The release a constraint stands for, to find its era's family rules: the pinned
+    version (`2.99` = 2.99.*: 2.99.0), a lower bound (`>=2.11`), else None."""
+    specs = list(constraint.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===", ">=", "~="):
+        return parse_version(parse_version(specs[0].version.removesuffix(".*")).base_version)
+    return None
+
+
+def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) -> list[Problem]:
+    """The CUDA toolkit against platform, driver and GPUs: a CUDA-only request (an image's
+    CUDA: the driver must natively support it), or the pinned CUDA of a framework version
+    without rows (`framework`: a pip/conda build, which minor-version compatibility covers)."""
     out: list[Problem] = []
-    if req.platform.startswith("osx"):
+    if req.platform.startswith("osx") and framework is None:
         return [Problem("platform_unsupported", f"NVIDIA ships no CUDA for macOS ({req.platform}), so the platform "
                         f"must move to linux-64")]
-    if req.cuda is None:
+    pin = pin or req.cuda
+    if pin is None:
         return out
-    cuda = req.cuda.short if req.cuda.minor is not None else _newest_minor(ix, req.cuda.major)
+    cuda = pin.short if pin.minor is not None else _newest_minor(ix, pin.major)
     if cuda is None:
         return out
-    if req.driver:
+    if req.driver and framework is not None:
+        out += _framework_driver(req, ix, cuda, framework, pin.minor is None)
+    elif req.driver:
         have = ix.driver_cuda(req.driver, req.platform)
         need = ix.native_need(cuda)
         if need and parse_driver(req.driver) < parse_driver(need):
@@ -127,13 +189,41 @@ def _bare_cuda(req: Request, ix: Index) -> list[Problem]:
                 f"driver; driver {req.driver} supports CUDA up to {have.native_cuda or 'none in the matrix'}, so upgrade "
                 f"the driver to >= {need} or use CUDA <= {have.native_cuda}",
                 (fact(have.rule, None),), hints={"driver": need, "max_cuda": have.native_cuda}))
-    found = ix.toolkit_sms(cuda)
-    for g in req.gpus:
+    # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
+    found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
+    if found is None and (pin.minor is not None or framework is None) and req.known_gpus:
+        out.append(Problem("unknown_fact",
+                           f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not checked against "
+                           f"it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows one)",
+                           soft=True, framework=framework))
+    for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
+            who = f"{framework} built with CUDA {cuda}" if framework else f"CUDA {cuda}"
             out.append(Problem("gpu_arch_unsupported",
-                               f"CUDA {cuda} cannot generate code for your {g.label}, so the CUDA version must move",
-                               (fact(f"CUDA {cuda} architectures", found[1]),), hints={"sm": g.sm}))
+                               f"{who} cannot generate code for your {g.label}, so the CUDA version must move",
+                               (fact(f"CUDA {cuda} architectures", found[1]),), hints={"sm": g.sm},
+                               framework=framework))
     return out
+
+
+def _framework_driver(req: Request, ix: Index, cuda: str, framework: str, major_only: bool) -> list[Problem]:
+    """A framework build for CUDA `cuda` against the host driver (minor-version
+    compatibility included); for a major alone, its oldest minor's floor."""
+    if req.platform.startswith("osx"):
+        return []
+    if major_only:
+        minors = [m for m in ix.minors if parse_version(m).release[0] == parse_version(cuda).release[0]]
+        cuda = minors[0] if minors else cuda
+    rule = ix.driver_rule(cuda, req.platform)
+    if rule.driver is None or parse_driver(req.driver) >= parse_driver(rule.driver):
+        return []
+    have = ix.driver_cuda(req.driver, req.platform)
+    return [Problem(
+        "driver_too_old",
+        f"{framework} built for CUDA {cuda} needs driver >= {rule.driver}; your driver {req.driver} supports CUDA up to "
+        f"{have.cuda or 'none in the matrix'}, so upgrade the driver or use a build for an older CUDA",
+        (fact(rule.rule, None) if not rule.source else Fact(rule.rule, rule.source, rule.inferred, rule.secondary),),
+        framework=framework, hints={"driver": rule.driver, "max_cuda": have.cuda})]
 
 
 def _newest_minor(ix: Index, major: int) -> str | None:
@@ -169,18 +259,27 @@ def _complete(a: Analysis, choice: Choice) -> None:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
     frameworks = []
-    for name, _c, _l in req.frameworks:
+    for name, constraint, _l in req.frameworks:
         b = choice.builds.get(name)
         if b is not None:
-            frameworks.append(_resolved(b))
+            frameworks.append(_resolved(b, constraint.local))
     have = ix.driver_cuda(req.driver, req.platform) if req.driver else None
     a.stack = ResolvedStack(
         frameworks=tuple(frameworks), cuda=cuda,
-        cudnn=req.spec.cudnn or next((b.cudnn for b in builds if b.cudnn), None),
+        cudnn=_cudnn(req, builds),
         python=python, driver=req.driver, max_driver_cuda=have.cuda if have else None,
         driver_cuda=have.native_cuda if have else None,
         gpus=tuple(g.resolved for g in req.gpus), platform=req.platform, installer=choice.installer,
         channels=_channels(req, builds, choice.installer), base_image=image)
+
+
+def _cudnn(req: Request, builds: list[Build]) -> str | None:
+    """The spec's cuDNN, else the one a jaxlib label states (`+cuda11.cudnn86`), else the build's."""
+    if req.spec.cudnn:
+        return req.spec.cudnn
+    if req.cudnn:
+        return ".".join(map(str, req.cudnn))
+    return next((b.cudnn for b in builds if b.cudnn), None)
 
 
 def _env_cuda(req: Request, builds: list[Build], ix: Index) -> str | None:
@@ -223,7 +322,7 @@ def _channels(req: Request, builds: list[Build], installer: str) -> tuple[str, .
     return tuple(out or ("conda-forge",))
 
 
-def _resolved(b: Build) -> ResolvedFramework:
+def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url = None
@@ -242,7 +341,12 @@ def _resolved(b: Build) -> ResolvedFramework:
     elif b.framework == "tensorflow":
         pip = (f"tensorflow[{b.pip_extra}]=={b.version}" if b.pip_extra else f"tensorflow=={b.version}",)
     elif b.framework == "jax":
-        pip = (f"jax[{b.pip_extra}]=={b.version}",)
+        extra = b.pip_extra
+        cudnn = read_local_label(label).cudnn if label else None
+        if cudnn:  # `+cuda11.cudnn86` asks for the cuDNN 8.6 wheel: its extra, where the release has one
+            wanted = f"cuda{b.cuda_major}_cudnn{cudnn.replace('.', '')}"
+            extra = wanted if wanted in b.row.pip_extras else extra
+        pip = (f"jax[{extra}]=={b.version}",)
     elif b.framework == "rapids":
         if b.installer == "conda":
             conda = (f"rapids=={b.version}.*", f"cuda-version=={b.cuda}")

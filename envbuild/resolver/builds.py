@@ -151,7 +151,9 @@ def jax_builds(rows: tuple[t.JaxRelease, ...], minors: list[str]) -> list[Build]
                     framework="jax", version=r.version, installer="pip", cuda=minor, variant=f"jax[{extra}]",
                     row=r, pythons=_pythons(r.python), python_text=r.python, cudnn_min=r.cudnn_min,
                     cuda_min=floors.get(major), driver_min=r.driver_min_linux,
-                    bundles_runtime="local" not in extra, pip_extra=extra,
+                    # `cuda`, `cuda11_cudnn86` (before 0.4.7) and `*_local` wheels load the system CUDA
+                    bundles_runtime="local" not in extra and "cudnn" not in extra and extra != "cuda",
+                    pip_extra=extra,
                     package="jax", ranged=True,
                 ))
     return out

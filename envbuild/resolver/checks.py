@@ -12,14 +12,11 @@ from dataclasses import dataclass, field
 
 from envbuild.matrix.lookup import spelled_out_archs
 from envbuild.model import Fact
+from envbuild.resolver import families
 from envbuild.resolver.builds import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
-from envbuild.versions import parse_driver, parse_version
-
-WINDOWS_GPU_NEVER = {"jax": "JAX publishes no native-Windows CUDA build (use WSL2, platform linux-64)",
-                     "rapids": "RAPIDS publishes no native-Windows build (use WSL2, platform linux-64)"}
-
+from envbuild.versions import parse_driver, parse_version, read_local_label
 
 @dataclass(frozen=True)
 class Problem:
@@ -46,7 +43,7 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
     fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
     out: list[Problem] = []
-    out += platform(b, req)
+    out += platform(b, req, ix)
     out += cuda_variant(b, req, cuda_pin)
     out += cuda_floor(b)
     out += python(b, req)
@@ -55,28 +52,47 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     out += driver(b, req, ix)
     out += gpu_arch(b, req, ix)
     out += cudnn(b, req)
+    out += label_cudnn(b.framework, req, cuda_pin)
     return out
 
 
-def platform(b: Build, req: Request) -> list[Problem]:
+def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
+    """jaxlib's `+cuda11.cudnn86` names the cuDNN the wheel was compiled with: the runtime
+    cuDNN must be that major with a minor at least as new."""
+    if pin is None or req.cudnn is None or not pin.text.startswith("+"):
+        return []
+    built = read_local_label(pin.text[1:]).cudnn
+    if built is None:
+        return []
+    b = parse_version(built).release
+    want = tuple(req.cudnn)
+    if want[0] == b[0] and want[1:2] >= b[1:2]:
+        return []
+    return [Problem("cudnn_mismatch",
+                    f"the {framework} {pin.text} wheel was compiled with cuDNN {built} and loads only cuDNN {b[0]}.x with a minor "
+                    f">= {b[1] if len(b) > 1 else 0}; you asked for cuDNN {'.'.join(map(str, want))}, so cuDNN or the "
+                    f"wheel's cuDNN variant must move", (Fact(f"the +{pin.text[1:]} label names cuDNN {built}",
+                                                              "the wheel's local version label"),),
+                    framework=framework, hints={"cudnn": built})]
+
+
+def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
     plat = req.platform
-    if plat.startswith("osx"):
-        return [Problem("platform_unsupported",
-                        f"{b.framework} has no CUDA build for macOS ({plat}): NVIDIA ships no CUDA for macOS, so the "
-                        f"platform must move to linux-64 (or linux-aarch64)", framework=b.framework)]
+    # per-platform facts of the release's family (matrices/family_rules.yaml): no GPU build
+    # there at all, or a narrower Python range than the release row's
+    ruled = families.platform_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", plat, req.python)
+    if any(p.kind == "platform_unsupported" for p in ruled):
+        return ruled
     if plat == "win-64":
-        if b.framework in WINDOWS_GPU_NEVER:
-            return [Problem("platform_unsupported", f"{b.framework} {b.version}: {WINDOWS_GPU_NEVER[b.framework]}",
-                            framework=b.framework)]
         if b.framework == "tensorflow" and not b.windows_gpu:
             return [Problem("platform_unsupported",
                             f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
                             f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
                             framework=b.framework)]
         if b.framework in ("pytorch",) and plat not in b.platforms:
-            return [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
-                            framework=b.framework)]
-        return []
+            return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
+                                    framework=b.framework)]
+        return ruled
     if plat not in b.platforms:
         if b.framework == "pytorch":
             return [Problem("platform_unsupported",
@@ -84,7 +100,7 @@ def platform(b: Build, req: Request) -> list[Problem]:
                             (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
         return [Problem("unknown_fact", f"the matrix does not say whether {b.label} exists for {plat}", soft=True,
                         framework=b.framework)]
-    return []
+    return ruled
 
 
 def cuda_variant(b: Build, req: Request, pin) -> list[Problem]:
@@ -164,24 +180,32 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
         source_fact = Fact(rule.rule, rule.source or "envbuild rule", rule.inferred, rule.secondary)
     if b.driver_min and (need is None or parse_driver(b.driver_min) > parse_driver(need)):
         need, source_fact = b.driver_min, fact(f"{b.framework} {b.version} asks for driver >= {b.driver_min}", b.row)
+    native = next((r for r in families.rules_for(ix, b.framework, b.v, None) if r.native_driver), None)
+    if native is not None and ix.native_need(b.cuda) and (need is None or parse_driver(ix.native_need(b.cuda)) > parse_driver(need)):
+        # the build JIT-compiles with the CUDA toolkit's ptxas, whose output needs that toolkit's own driver
+        need = ix.native_need(b.cuda)
+        source_fact = fact(f"{b.framework} {native.releases}: the driver must be at least the one released with the "
+                           f"installed CUDA toolkit (no minor-version compatibility)", native)
     if need is None:
         return [Problem("unknown_fact", f"the matrix has no minimum driver for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
     if parse_driver(req.driver) >= parse_driver(need):
         return []
     have = ix.driver_cuda(req.driver, req.platform)
-    reach = f"supports CUDA up to {have.cuda}" if have.cuda else "is older than every CUDA release in the matrix"
+    top = have.native_cuda if native is not None else have.cuda
+    reach = f"{'natively ' if native is not None else ''}supports CUDA up to {top}" if top else \
+        "is older than every CUDA release in the matrix"
     return [Problem("driver_too_old",
                     f"{b.framework} {b.version} is built for CUDA {b.cuda}, which needs driver >= {need}; "
                     f"your driver {req.driver} {reach}, so upgrade the driver or use a build for CUDA "
-                    f"{have.cuda or 'older'}",
+                    f"{top or 'older'}",
                     (source_fact, Fact(have.rule, have.source or "envbuild rule", have.inferred, have.secondary)),
-                    framework=b.framework, hints={"driver": need, "max_cuda": have.cuda})]
+                    framework=b.framework, hints={"driver": need, "max_cuda": top})]
 
 
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
-    for g in req.gpus:
+    for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
         out += _toolkit_knows(b, g, ix)
         if any(not p.soft for p in out):
             continue
@@ -192,6 +216,9 @@ def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
                                f"your {g.label} is older, so the GPU must move",
                                (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
                                framework=b.framework))
+    if b.min_cc is None and req.known_gpus and not any(not p.soft for p in out):
+        # the row states no lowest GPU: the family's rule for the era decides (JAX dropped Kepler in 0.4.4)
+        out += families.era_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True)
     return out
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from packaging.specifiers import SpecifierSet
 
-from envbuild.resolver import checks
+from envbuild.resolver import checks, families
 from envbuild.resolver.builds import PYTHONS, Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
@@ -35,6 +35,7 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
     nearest: Build | None = None
     unknown: Problem | None = None  # the matrix has no row for the requested version
+    stand_in: Problem | None = None  # the rows of another release of the series judged it (a warning)
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
@@ -47,8 +48,9 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
         candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
     if not candidates:
-        wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
-        out.unknown = Problem("unknown_fact", f"the matrix has no row for {name} {wanted}", framework=name, soft=True)
+        candidates, out.stand_in = _series_stand_in(name, constraint, ix, pin)
+    if not candidates:
+        out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
     if req.installer:
         mine = [b for b in candidates if b.installer == req.installer]
@@ -63,6 +65,10 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.nearest = candidates[0]
             return out
         candidates = mine
+    # rows per platform (PyTorch's Windows wheels): where some build lists the platform, those decide
+    on_platform = [b for b in candidates if req.platform in b.platforms]
+    if on_platform and len(on_platform) < len(candidates):
+        candidates = on_platform
     strict = req.spec.strict
     scored = []
     for rank, b in enumerate(candidates):
@@ -82,6 +88,72 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         out.nearest = nearest
         out.problems = [_word_variant(p, nearest, candidates, pin) for p in hard]
     return out
+
+
+def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None):
+    """A pinned version without rows, judged by the rows of its release series: a pre-release,
+    nightly, dev or locally labelled build by its final release (inferred), and `X.Y` (= X.Y.0)
+    of a series whose rows begin at X.Y.1 by the series. Returns (builds, warning)."""
+    pinned = _pinned(constraint)  # `==0.4` (pip: exactly 0.4.0) included
+    if pinned is None or name == "cupy":
+        return [], None
+    versions = ix.versions.get(name, [])
+    series = [v for v in versions if parse_version(v).release[:2] == pinned.release[:2]]
+    if not series:
+        return [], None
+    release = parse_version(pinned.base_version)
+    same = [v for v in series if parse_version(v) == release]
+    marked = pinned.is_prerelease or pinned.is_postrelease or pinned.is_devrelease or constraint.local is not None
+    if marked:
+        chosen = same or [min(series, key=parse_version)]
+        what = "a nightly/dev build" if pinned.is_devrelease else "a pre-release" if pinned.is_prerelease else \
+            "a post-release" if pinned.is_postrelease else f"a +{constraint.local} build"
+        note = (f"{name} {constraint.text.lstrip('=')} is {what} without rows of its own; envbuild judged it by the "
+                f"{name} {chosen[0]} rows (inferred: the build's own CUDA variants and architectures may differ)")
+    elif not same and release.release[2:3] in ((), (0,)):
+        first = min(series, key=parse_version)
+        withdrawn = [r for r in families.rules_for(ix, name, release, None) if r.released is False]
+        if not withdrawn and parse_version(first).release[2:3] != (1,):
+            return [], None  # the rows may simply not reach back to X.Y.0
+        chosen = series
+        x_y = f"{release.release[0]}.{release.release[1]}"
+        why = (f"was never released ({withdrawn[0].advice})" if withdrawn and withdrawn[0].advice
+               else "was never released" if withdrawn else "is not in the matrix")
+        asked = constraint.text.lstrip("=")
+        said = f"{name} {asked} means {x_y}.0, which" if len(pinned.release) == 2 else f"{name} {asked}"
+        note = f"{said} {why}: the {x_y} series begins at {first}; envbuild judged the series, so pin {name}=={x_y}.* (or {first})"
+    elif not same:
+        # a patch release without rows (TensorFlow's tested configurations are per X.Y):
+        # the nearest release of its series below it, else the series' first
+        lower = [v for v in series if parse_version(v) <= release]
+        chosen = [max(lower, key=parse_version) if lower else min(series, key=parse_version)]
+        note = (f"{name} {constraint.text.lstrip('=')} has no rows of its own; envbuild judged it by the {name} "
+                f"{chosen[0]} rows of its series (inferred: a patch release keeps its series' build configuration)")
+    else:
+        return [], None
+    builds = [b for b in ix.builds.get(name, []) if b.version in set(chosen)]
+    if not marked and len(release.release) >= 3 and release.release[2] > 0:
+        # the patch release is what gets installed; its series' row says how it was built
+        key = ("patch-stand-in", name, str(release))
+        found = ix.memo.get(key)
+        if found is None:
+            found = ix.memo[key] = [dataclasses.replace(b, version=str(release)) for b in builds]
+        builds = found
+    if pin is not None and marked and not any(pin.matches(b.cuda) for b in builds):
+        return [], None  # the pinned variant has no rows: only the CUDA-level checks can judge it
+    return builds, Problem("unknown_fact", note, framework=name, soft=True)
+
+
+def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None) -> Problem:
+    wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
+    known = ix.versions.get(name, [])
+    span = f" (rows cover {name} {known[-1]}..{known[0]})" if known else ""
+    if pin is not None:
+        how = f"its CUDA {pin.short} was checked against the driver and GPUs"
+    else:
+        how = "state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs"
+    return Problem("unknown_fact", f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not "
+                   f"need it ran: {how}", framework=name, soft=True)
 
 
 def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:

@@ -7,13 +7,14 @@ from envbuild.errors import UserError
 from envbuild.matrix import tables as t
 from envbuild.model import ResolvedGpu, Spec
 from envbuild.resolver.context import Index, mm
-from envbuild.versions import Constraint, cuda_from_local, parse_compute_capability, parse_constraint, parse_driver, parse_version
+from envbuild.versions import (Constraint, parse_compute_capability, parse_constraint, parse_driver, parse_version,
+                               read_local_label)
 
 
 @dataclass(frozen=True)
 class Gpu:
     resolved: ResolvedGpu
-    cc: tuple[int, int]
+    cc: tuple[int, int] | None  # None: a model the matrix does not know (no architecture check)
     row: t.Gpu | None
 
     @property
@@ -22,7 +23,7 @@ class Gpu:
 
     @property
     def label(self) -> str:
-        return f"{self.resolved.name} (sm_{self.sm})"
+        return f"{self.resolved.name} (sm_{self.sm})" if self.cc else repr(self.resolved.name)
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,15 @@ class Request:
     gpus: tuple[Gpu, ...]
     platform: str
     installer: str | None
+    unknown_labels: tuple[tuple[str, str], ...] = ()  # (framework, label) for +labels that name no CUDA
+
+    @property
+    def known_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(g for g in self.gpus if g.cc is not None)
 
 
 def read_request(spec: Spec, ix: Index) -> Request:
-    frameworks = []
+    frameworks, label_cudnn, unknown_labels = [], None, []
     for f in spec.frameworks:
         try:
             constraint = parse_constraint(f.constraint)
@@ -62,10 +68,15 @@ def read_request(spec: Spec, ix: Index) -> Request:
             raise UserError(f"{f.name}: {exc}", where=spec.source, hint='write e.g. "2.1.*" or ">=2.1,<2.3"') from None
         local = None
         if constraint.local is not None:
-            try:
-                local = _pin(f"+{constraint.local}", cuda_from_local(constraint.local))
-            except ValueError as exc:
-                raise UserError(f"{f.name}: {exc}", where=spec.source) from None
+            label = read_local_label(constraint.local)
+            if label.kind in ("cpu", "rocm"):
+                raise UserError(f"{f.name}: +{constraint.local} is not a CUDA build", where=spec.source,
+                                hint="use a +cuXYZ variant (e.g. +cu121) or leave the label off")
+            if label.cuda:
+                local = _pin(f"+{constraint.local}", label.cuda)
+                label_cudnn = label_cudnn or label.cudnn
+            else:
+                unknown_labels.append((f.name, constraint.local))
         frameworks.append((f.name, constraint, local))
     cuda = None
     if spec.cuda:
@@ -74,7 +85,9 @@ def read_request(spec: Spec, ix: Index) -> Request:
         except ValueError as exc:
             raise UserError(f"cuda: {exc}", where=spec.source, hint='write it like "12.1" or "11.0.221"') from None
     try:
-        cudnn = parse_version(spec.cudnn).release if spec.cudnn else None
+        # jaxlib's `+cuda11.cudnn86` states the cuDNN the build needs when the spec does not
+        cudnn_text = spec.cudnn or label_cudnn
+        cudnn = parse_version(cudnn_text).release if cudnn_text else None
         python = mm(parse_version(spec.python)) if spec.python else None
         driver = spec.driver.strip() if spec.driver else None
         if driver:
@@ -82,7 +95,8 @@ def read_request(spec: Spec, ix: Index) -> Request:
     except ValueError as exc:
         raise UserError(str(exc), where=spec.source) from None
     gpus = tuple(_gpu(text, ix, spec) for text in spec.gpus)
-    return Request(spec, tuple(frameworks), cuda, cudnn, python, driver, gpus, spec.platform, spec.installer)
+    return Request(spec, tuple(frameworks), cuda, cudnn, python, driver, gpus, spec.platform, spec.installer,
+                   tuple(unknown_labels))
 
 
 def _pin(text: str, cuda: str) -> CudaPin:
@@ -100,6 +114,17 @@ def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
     try:
         cc = parse_compute_capability(text)
     except ValueError:
-        raise UserError(f"unknown GPU {text!r}", where=spec.source,
-                        hint="give a model the matrix knows (A100, RTX 3090) or a compute capability (8.6)") from None
+        # a model the matrix does not know: kept, warned about, and left out of the architecture checks
+        return Gpu(ResolvedGpu(text, None, None), None, None)
     return Gpu(ResolvedGpu(f"GPU of compute capability {cc[0]}.{cc[1]}", f"{cc[0]}.{cc[1]}", None), cc, None)
+
+
+def gpu_suggestion(ix: Index, text: str) -> str | None:
+    """The nearest GPU name the matrix knows, for the warning about an unknown one."""
+    import difflib
+
+    from envbuild.matrix.lookup import gpu_key, gpu_names
+
+    names = {gpu_key(n): n for n in gpu_names(ix.m)}
+    close = difflib.get_close_matches(gpu_key(text), list(names), n=1, cutoff=0.6)
+    return names[close[0]] if close else None

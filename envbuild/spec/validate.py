@@ -50,6 +50,9 @@ _CPU_ONLY = {"tensorflow-cpu": "tensorflow", "pytorch-cpu": "pytorch", "cupy-cpu
 _CUDA_PACKAGES = {"cudatoolkit", "pytorch-cuda", "cuda-version", "cuda-toolkit", "cuda"}
 
 _DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(\.\d{1,3})?")
+# what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",
+# "GeForce GTX 1050 Ti with Max-Q Design", "Quadro RTX 6000/8000", "NVIDIA H100 80GB HBM3"
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}")
 _CC = re.compile(r"(?:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)", re.IGNORECASE)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPEC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -331,16 +334,16 @@ class _Validator:
                 if parsed.any:
                     constraint = None
                 elif parsed.local is not None:
-                    try:
-                        from envbuild.versions import cuda_from_local
+                    from envbuild.versions import read_local_label
 
-                        local_cuda = cuda_from_local(parsed.local)
-                    except ValueError:
+                    label = read_local_label(parsed.local)
+                    if label.kind in ("cpu", "rocm"):
                         raise self.fail(
                             path, f"{written} {constraint}: +{parsed.local} is not a CUDA build",
                             "use a +cuXYZ variant (e.g. +cu121) or leave the label off",
-                        ) from None
-                    implied[f"{written} {constraint}"] = (local_cuda, path)
+                        )
+                    if label.cuda:  # an unknown label (a git hash) implies nothing: the resolver warns
+                        implied[f"{written} {constraint}"] = (label.cuda, path)
             if cuda_from_name is not None:
                 implied[written] = (cuda_from_name, path)
             if name in chosen and chosen[name] != constraint:
@@ -418,7 +421,15 @@ class _Validator:
         found, hint = _find_gpu(name)
         if found:
             return name
-        raise self.fail(path, f"unknown GPU {name!r}", hint or "give the model (A100, RTX 3090) or a compute capability (8.6)")
+        ambiguous = hint is not None and hint.startswith("it may be")
+        if ambiguous:  # two GPUs answer to it: envbuild never guesses between them
+            raise self.fail(path, f"unknown GPU {name!r}", hint)
+        if _GPU_NAME.fullmatch(name) and re.search(r"[A-Za-z]", name):
+            # A readable model name the matrix does not know: the resolver warns (unknown_fact)
+            # and runs every check that does not need its compute capability.
+            return name
+        raise self.fail(path, f"unreadable GPU name {name!r}",
+                        hint or "give the model (A100, RTX 3090) or a compute capability (8.6)")
 
     def base(self) -> tuple[str, str | None]:
         """`base` is a family name or (shorthand) an image reference; `base_image` an image."""

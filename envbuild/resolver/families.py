@@ -1,0 +1,135 @@
+"""Family rules (matrices/family_rules.yaml): facts about a range of a framework's releases.
+
+They decide what can be decided without a release row: a platform with no GPU build, the
+Pythons published on a platform, and for eras older than the rows the oldest GPU, the CUDA
+range and the cuDNN floor. The per-platform rules also apply to builds that have rows.
+"""
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envbuild.matrix import tables as t
+from envbuild.resolver.context import Index, fact
+from envbuild.versions import parse_compute_capability, parse_version
+
+_NO_GPU = {
+    "osx": "NVIDIA ships no CUDA for macOS, so the platform must move to linux-64 (or linux-aarch64)",
+    "win": "use WSL2 (platform linux-64)",
+}
+
+
+def rules_for(ix: Index, framework: str, version: Version | None, platform: str | None) -> list[t.FamilyRule]:
+    """The rules that cover `framework` `version` on `platform` (None: rules for every
+    platform only). A rule with a release range needs a known version."""
+    key = ("family-rules", framework, version, platform)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = [r for r in ix.m.family_rules if _covers(r, framework, version, platform)]
+    return found
+
+
+def _covers(r: t.FamilyRule, framework: str, version: Version | None, platform: str | None) -> bool:
+    if r.framework not in ("*", framework):
+        return False
+    if r.platform and r.platform != platform:
+        return False
+    if not r.releases:
+        return True
+    return version is not None and SpecifierSet(r.releases).contains(version, prereleases=True)
+
+
+def platform_problems(ix: Index, framework: str, version: Version | None, label: str, platform: str,
+                      python: str | None):
+    """No GPU build on `platform`, or no wheel for `python` there."""
+    from envbuild.resolver.checks import Problem
+
+    out = []
+    rules = rules_for(ix, framework, version, platform)
+    # a framework's own rule outranks the rule for every framework (TensorFlow 1.0/1.1 on macOS)
+    has_gpu = any(r.gpu is True and r.framework == framework and r.platform == platform for r in rules)
+    for r in rules:
+        if r.platform != platform:
+            continue
+        if r.gpu is False and not (has_gpu and r.framework == "*"):
+            why = r.advice or _NO_GPU.get(platform[:3], "use platform linux-64")
+            if platform.startswith("osx"):
+                message = f"{label} has no CUDA build for macOS ({platform}): {why}"
+            else:
+                message = f"{label} has no GPU build for {platform}; {why}"
+            out.append(Problem("platform_unsupported", message, (fact(f"{framework} {r.releases or 'every release'}: "
+                               f"no GPU build for {platform}", r),), framework=framework))
+            return out
+        if r.python and python and not SpecifierSet(r.python).contains(f"{python}.0", prereleases=True):
+            pythons = _pythons(r.python)
+            out.append(Problem(
+                "python_unsupported",
+                f"{label} is published on {platform} for Python {_span(pythons) or r.python}; you asked for Python "
+                f"{python}, so Python or the {framework} version must move",
+                (fact(f"{framework} {r.releases} on {platform}: python {r.python}", r),), framework=framework,
+                hints={"pythons": frozenset(pythons)} if pythons else {}))
+    return out
+
+
+def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None,
+                 gpus_only: bool = False):
+    """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.
+    With `gpus_only`, just the oldest GPU (for release rows that do not state one)."""
+    from envbuild.resolver.checks import Problem
+
+    out = []
+    for r in rules_for(ix, framework, version, None):
+        if r.platform:
+            continue
+        if gpus_only and not r.min_compute_capability:
+            continue
+        if r.min_compute_capability:
+            low = parse_compute_capability(r.min_compute_capability)
+            for g in req.known_gpus:
+                if g.cc < low:
+                    out.append(Problem(
+                        "gpu_arch_unsupported",
+                        f"{label} needs compute capability >= {r.min_compute_capability}; your {g.label} is older, "
+                        f"so the GPU must move", (fact(f"{framework} {r.releases}: min compute capability "
+                                                      f"{r.min_compute_capability}", r),), framework=framework))
+        if gpus_only:
+            continue
+        if cuda and (r.cuda_min or r.cuda_max):
+            v = parse_version(cuda)
+            low_ok = not r.cuda_min or _at_least(v, parse_version(r.cuda_min))
+            high_ok = not r.cuda_max or _at_least(parse_version(r.cuda_max), v)
+            if not (low_ok and high_ok):
+                span = f"CUDA {r.cuda_min or '?'}..{r.cuda_max or 'newer'}"
+                out.append(Problem(
+                    "framework_cuda_mismatch",
+                    f"{label}: GPU builds of {framework} {r.releases} cover {span}; you asked for CUDA {cuda}, so the "
+                    f"CUDA version or the {framework} version must move",
+                    (fact(f"{framework} {r.releases}: {span}", r),), framework=framework))
+        if r.cudnn_min and req.cudnn is not None:
+            if tuple(req.cudnn) < parse_version(r.cudnn_min).release[:len(req.cudnn)]:
+                out.append(Problem(
+                    "cudnn_mismatch",
+                    f"{label} needs cuDNN >= {r.cudnn_min}; you asked for cuDNN {'.'.join(map(str, req.cudnn))}, so "
+                    f"cuDNN must move up or {framework} down",
+                    (fact(f"{framework} {r.releases}: cudnn_min {r.cudnn_min}", r),), framework=framework,
+                    hints={"cudnn": r.cudnn_min}))
+    return out
+
+
+def _at_least(a: Version, b: Version) -> bool:
+    """`a >= b` comparing only the parts both state (CUDA "11" covers every 11.x)."""
+    n = min(len(a.release), len(b.release))
+    return a.release[:n] >= b.release[:n]
+
+
+def _pythons(spec: str) -> list[str]:
+    from envbuild.resolver.builds import PYTHONS
+
+    s = SpecifierSet(spec)
+    return [p for p in PYTHONS if s.contains(f"{p}.0", prereleases=True)]
+
+
+def _span(pythons: list[str]) -> str:
+    if not pythons:
+        return ""
+    return pythons[0] if len(pythons) == 1 else f"{pythons[0]}-{pythons[-1]}"
