@@ -8,13 +8,7 @@
 
 FROM @{base_ref} AS install
 USER root
-# nvidia/cuda images ship no Python; the installer needs one (3.10+) in this stage.
-RUN if ! command -v python3 >/dev/null 2>&1; then \
-        apt-get update \
-        && apt-get install -y --no-install-recommends python3 python3-venv \
-        && rm -rf /var/lib/apt/lists/*; \
-    fi
-@{python_check}COPY envbuild/ /tmp/envbuild/
+@{install_python}@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}

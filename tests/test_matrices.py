@@ -43,6 +43,7 @@ KEYS = {
     "cupy": (lambda r: [(r.package, r.cupy_versions)], ("cuda_min", "cuda_max"), ("cupy_versions", "python")),
     "base_images": (lambda r: [r.ref], ("framework_version", "cuda", "cudnn", "python"), ()),
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
+    "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
 }
 

@@ -63,6 +63,19 @@ def rattler_requirement() -> str:
     return f"py-rattler=={version('py-rattler')}"
 
 
+def installer_python_min(installer: str) -> str | None:
+    """The oldest python3 install.py runs on in this mode (matrices: installer_python)."""
+    from envbuild import matrix
+    from envbuild.matrix.lookup import installer_python_min as row_for
+
+    row = row_for(matrix.load(), installer)
+    return row.python_min if row is not None else None
+
+
+def has_pip_wheel(wheelhouse: Path | None) -> bool:
+    return wheelhouse is not None and any(wheelhouse.glob("pip-*.whl"))
+
+
 def _local_path(url: str) -> Path | None:
     parsed = urllib.parse.urlparse(url)
     return Path(urllib.request.url2pathname(parsed.path)) if parsed.scheme == "file" else None
@@ -116,6 +129,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         "installer": lock.installer,
         "prefix": render.PREFIX,
         "rattler": rattler_requirement(),
+        "python_min": installer_python_min(lock.installer),
         "conda": conda,
         "pip_lock": "pip.lock" if pip_lines else None,
         "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
@@ -148,7 +162,8 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UserError("wheelhouse folder does not exist", where=str(wheelhouse))
     base_ref, digest = resolve_base(resolution, mirror=mirror, pin_digests=pin_digests)
-    dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest))
+    dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
+                                                  pip_wheel=has_pip_wheel(wheelhouse)))
     extra = {}
     if digest:
         record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],

@@ -1,7 +1,9 @@
 """Install a locked environment during an image build.
 
-This file is copied into the build context and run by the base image's own Python
-(3.10 or newer) in the first build stage; it uses only the standard library, plus
+This file is copied into the build context and run by the base image's own Python in
+the first build stage (the oldest it runs on, per mode, is `python_min` in plan.json,
+from matrices/base_images.yaml `installer_python`: 3.8 for pip, 3.10 for conda, so
+this file keeps to syntax and standard library that 3.8 has); it uses only the standard library, plus
 py-rattler which it installs into a throw-away folder of that stage. It reads
 `plan.json` (written by envbuild next to it) and either
 
@@ -10,8 +12,8 @@ py-rattler which it installs into a throw-away folder of that stage. It reads
   hash against the lock; archives bundled in the context are used as they are, the
   others are downloaded; or
 - pip: creates a venv over the base's Python (so a framework already in the base
-  stays importable) and runs pip on the locked requirements (hash-checked when the
-  lock carries hashes).
+  stays importable), with pip in it when that Python has ensurepip (python3-venv),
+  and runs pip on the locked requirements (hash-checked when the lock carries hashes).
 
 Nothing it downloads or caches lives outside the build stage, which the final image
 never copies; only the prefix is copied.
@@ -41,15 +43,30 @@ def run(cmd: list[str]) -> None:
         fail(f"command failed with exit code {code}: {' '.join(cmd)}")
 
 
-def pip_command(python: str, wheelhouse: str | None) -> list[str]:
-    """pip from the wheelhouse when it carries one (bases without pip), else the base's pip."""
+def runs(cmd: list[str]) -> bool:
+    return subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+
+def has_ensurepip(python: str) -> bool:
+    """Debian and Ubuntu split ensurepip into python3-venv; without it a venv gets no pip."""
+    return runs([python, "-c", "import ensurepip"])
+
+
+def pip_command(python: str, wheelhouse: str | None, tools: str) -> list[str]:
+    """A pip for `python`: the wheelhouse's pip wheel when one is given and runs on this
+    Python (offline builds), else the pip `python` already has, else a throw-away venv made
+    with ensurepip in `tools` (its pip installs into other places with --target / -r)."""
     wheels = sorted(glob.glob(os.path.join(wheelhouse, "pip-*.whl"))) if wheelhouse else []
-    if wheels:
+    if wheels and runs([python, os.path.join(wheels[-1], "pip"), "--version"]):
         return [python, os.path.join(wheels[-1], "pip")]
-    if subprocess.call([python, "-m", "pip", "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    if runs([python, "-m", "pip", "--version"]):
         return [python, "-m", "pip"]
-    fail(f"{python} has no pip and the build context has no pip wheel; install python3-pip in the base "
-         "or pass a wheelhouse holding a pip wheel")
+    if has_ensurepip(python):
+        venv = os.path.join(tools, "pip-venv")
+        run([python, "-m", "venv", venv])
+        return [os.path.join(venv, "bin", "python"), "-m", "pip"]
+    fail(f"{python} has no pip, no ensurepip, and the build context has no pip wheel it can run; install "
+         "python3-venv (or python3-pip) in the base, or pass a wheelhouse holding a pip wheel")
     raise AssertionError
 
 
@@ -87,7 +104,7 @@ def fetch(package: dict, context: str, downloads: str) -> str:
 
 def install_conda(plan: dict, context: str, wheelhouse: str | None) -> None:
     tools = os.path.join(context, "tools")
-    run(pip_command(sys.executable, wheelhouse) + pip_install_args(wheelhouse) + ["--target", tools, plan["rattler"]])
+    run(pip_command(sys.executable, wheelhouse, context) + pip_install_args(wheelhouse) + ["--target", tools, plan["rattler"]])
     sys.path.insert(0, tools)
     import rattler  # noqa: PLC0415 - installed just above
 
@@ -104,14 +121,20 @@ def install_conda(plan: dict, context: str, wheelhouse: str | None) -> None:
         os.remove(marker)
     if plan.get("pip_lock"):  # pip section of a conda lock: installed by the environment's own python
         python = os.path.join(plan["prefix"], "bin", "python")
-        run(pip_command(python, wheelhouse) + pip_install_args(wheelhouse) + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
+        run(pip_command(python, wheelhouse, context) + pip_install_args(wheelhouse)
+            + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
 
 
 def install_pip(plan: dict, context: str, wheelhouse: str | None) -> None:
     prefix = plan["prefix"]
-    run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", prefix])
+    # With ensurepip the environment gets its own pip (the user can add packages later);
+    # without it (a base lacking python3-venv) the venv is made bare and pip comes from
+    # the wheelhouse or the base.
+    bare = [] if has_ensurepip(sys.executable) else ["--without-pip"]
+    run([sys.executable, "-m", "venv", *bare, "--system-site-packages", prefix])
     python = os.path.join(prefix, "bin", "python")
-    run(pip_command(python, wheelhouse) + pip_install_args(wheelhouse) + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
+    run(pip_command(python, wheelhouse, context) + pip_install_args(wheelhouse)
+        + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
 
 
 def main(argv: list[str]) -> None:
@@ -122,8 +145,10 @@ def main(argv: list[str]) -> None:
     context = os.path.dirname(os.path.abspath(argv[0]))
     wheelhouse = os.path.join(context, plan["wheelhouse"]) if plan.get("wheelhouse") else None
     os.environ.setdefault("PIP_ROOT_USER_ACTION", "ignore")  # a build runs as root on purpose
-    if sys.version_info < (3, 10):
-        fail(f"the base image's Python is {sys.version.split()[0]}; the installer needs 3.10 or newer")
+    floor = tuple(int(x) for x in str(plan.get("python_min") or "3.10").split("."))
+    if sys.version_info[:2] < floor:  # the resolver avoids such bases; a hand-made context may not
+        fail(f"the base image's python3 is {sys.version.split()[0]}; the {plan['installer']} installer needs "
+             f"{plan.get('python_min') or '3.10'} or newer (matrices/base_images.yaml installer_python)")
     if plan["installer"] == "conda":
         install_conda(plan, context, wheelhouse)
     else:

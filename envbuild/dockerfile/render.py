@@ -32,6 +32,27 @@ _RUNTIME_PYTHON = (
 )
 
 
+# The install stage of an nvidia/cuda image (which ships no Python) needs python3 for
+# install.py, and python3-venv for a pip that works online: its ensurepip gives the pip
+# environment (and the conda mode's py-rattler install) a pip. With a pip wheel in the
+# wheelhouse any python3 will do, so an offline build needs no package archive.
+_INSTALL_PYTHON = (
+    "# nvidia/cuda images ship no Python; install.py needs @{what} in this stage.\n"
+    "RUN if ! @{test} >/dev/null 2>&1; then \\\n"
+    "        apt-get update \\\n"
+    "        && apt-get install -y --no-install-recommends python3 python3-venv \\\n"
+    "        && rm -rf /var/lib/apt/lists/*; \\\n"
+    "    fi\n"
+)
+
+
+def install_python(pip_wheel: bool) -> str:
+    if pip_wheel:
+        return _Template(_INSTALL_PYTHON).substitute(what="python3", test="command -v python3")
+    return _Template(_INSTALL_PYTHON).substitute(what="python3 with ensurepip (python3-venv)",
+                                                 test="python3 -c 'import ensurepip'")
+
+
 # A pip environment is a venv over the base image's python3, so that python3 must be the
 # Python the lock was made for. Checked before anything is installed, so a mismatch fails
 # the build at once with one line instead of an image that runs another Python.
@@ -66,6 +87,7 @@ class RenderInput:
     installer: str  # conda | pip: what the lock holds
     base_ref: str  # what FROM names: the catalog reference after mirror and digest pinning
     base_digest: str | None = None
+    pip_wheel: bool = False  # the wheelhouse holds a pip wheel: no python3-venv needed
 
 
 def template_path(family: str) -> Path:
@@ -165,5 +187,6 @@ def render(data: RenderInput) -> str:
         user_env=user_env,
         labels=label_text,
         runtime_python=runtime_python,
+        install_python=install_python(data.pip_wheel),
         python_check=python_check(data.installer, stack.python, base.ref),
     )

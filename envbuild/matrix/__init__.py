@@ -37,6 +37,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
+    "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
 }
 
@@ -59,6 +60,7 @@ class Matrices:
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
+    installer_pythons: tuple[t.InstallerPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)

@@ -345,3 +345,19 @@ def base_images(
 def dlc_ref_in_region(ref: str, region: str) -> str:
     """An AWS DLC ref moved to another region (the catalog writes us-east-1)."""
     return _AWS_ECR.sub(lambda mt: f"{mt.group(1)}{region}{mt.group(3)}", ref)
+
+
+# --- the in-image installer ------------------------------------------------------------------
+def installer_python_min(m: Matrices, installer: str):
+    """The `installer_python` row for `installer` (conda | pip): the oldest python3 the
+    in-image installer runs on in that mode, or None when the table has no row for it."""
+    return next((r for r in m.installer_pythons if r.installer == installer), None)
+
+
+def installer_runs_on(m: Matrices, installer: str, python: str | None) -> bool:
+    """Can the in-image installer in mode `installer` run on a base whose python3 is
+    `python`? An unknown Python (None) is not refused: nothing says it is too old."""
+    row = installer_python_min(m, installer)
+    if row is None or python is None:
+        return True
+    return parse_version(major_minor(python) or python) >= parse_version(row.python_min)

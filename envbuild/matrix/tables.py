@@ -166,6 +166,15 @@ class DistributionPython(Row):
     package: str | None = None  # the python3 package version read: "python3 3.10.6-1~22.04"
 
 
+@dataclass(frozen=True)
+class InstallerPython(Row):
+    """The oldest python3 envbuild's in-image installer runs on in one mode: the image
+    build runs it with the base image's own python3."""
+
+    installer: str = ""  # conda | pip
+    python_min: str = ""  # major.minor: "3.10"
+
+
 # --- matrices/gpu_peak.yaml -----------------------------------------------------------------
 @dataclass(frozen=True)
 class GpuPeak(Row):

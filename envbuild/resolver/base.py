@@ -12,6 +12,11 @@ Python: the image must run the Python the environment is locked for. A pip envir
 is a venv over the image's python3 (for nvidia/cuda, the distribution's python3 the
 Dockerfile installs), so that python3 must be the locked Python; a conda prefix brings
 its own interpreter. A framework image's Python is its framework's, whatever the installer.
+
+Installer: the image build runs envbuild's installer with the image's own python3, so
+that python3 must be one the installer runs on in this mode (`installer_python` in
+matrices/base_images.yaml: py-rattler for conda needs 3.10). Bases with an older python3
+are passed over (the same CUDA on a newer OS release is taken where the catalog has one).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import dataclasses
 from packaging.version import Version
 
 from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import BaseImageChoice
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem
@@ -147,6 +153,34 @@ def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, ski
         hints={"pythons": pythons, "installer": "conda", "base_pythons": every})
 
 
+def _installer_floor_fact(ix: Index, installer: str):
+    row = installer_python_min(ix.m, installer)
+    return fact(f"envbuild's {installer} installer runs on python3 >= {row.python_min}", row)
+
+
+def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None, skipped: list[t.BaseImage],
+                          builds: list[Build], installer: str) -> Problem:
+    """Every otherwise fitting image has a python3 too old for the in-image installer."""
+    have = {}
+    for img in skipped:
+        have.setdefault(img.os or img.ref, img)
+    listed = ", ".join(f"{name}: {img.python}" for name, img in have.items())
+    floor = installer_python_min(ix.m, installer).python_min
+    other = "pip" if installer == "conda" else "conda"
+    hints: dict = {}
+    if any(installer_runs_on(ix.m, other, img.python) for img in skipped):
+        hints["installer"] = other  # the other mode's installer runs on one of them
+    where = f" with CUDA {cuda}" if cuda else ""
+    blamed = next((b for b in builds if not b.bundles_runtime and b.cuda_major < 11), builds[0] if builds else None)
+    return Problem(
+        "python_unsupported",
+        f"the image build runs envbuild's {installer} installer with the base image's python3, which must be "
+        f"{floor} or newer, and every {_FAMILY_NAMES.get(family, family)} image{where} that fits has an older one "
+        f"({listed}), so the CUDA, the framework version or the installer must move",
+        (_installer_floor_fact(ix, installer), *dict.fromkeys(_python_fact(ix, img) for img in have.values())),
+        framework=blamed.framework if blamed else None, hints=hints)
+
+
 def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
@@ -155,6 +189,7 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
         return _explicit(req, ix, builds, cuda, installer)
     allowed = _pythons_allowed(req, builds)
     python_skipped: list[t.BaseImage] = []
+    floor_skipped: list[t.BaseImage] = []
     family = "cuda" if req.spec.base == "auto" else req.spec.base
     devel_why = needs_devel(req, builds, cuda)
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
@@ -183,6 +218,9 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
             continue
         if cuda and not builds and mm(img_cuda) != mm(parse_version(cuda)):
             continue
+        if not installer_runs_on(ix.m, installer, img.python):
+            floor_skipped.append(img)  # the build could not run the installer on its python3
+            continue
         if carrier is None and binds_python(img, installer) and img.python and allowed is not None \
                 and mm(parse_version(img.python)) not in allowed:
             python_skipped.append(img)  # the venv would run another Python than the lock's
@@ -191,6 +229,8 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
         options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), _num(img_cuda), _os_rank(img)), img, img_cuda))
     if not options and python_skipped:
         return None, [_no_python_match(req, ix, family, cuda, python_skipped, builds)]
+    if not options and floor_skipped:
+        return None, [_installer_cannot_run(req, ix, family, cuda, floor_skipped, builds, installer)]
     if not options:
         where = f" with CUDA {cuda}" if cuda else ""
         limit = f" that driver {req.driver} can start (CUDA <= {native})" if native else ""
@@ -279,6 +319,17 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
         problems.append(Problem("base_image_cuda_mismatch", f"{devel_why}; {img.ref} is {img.flavour}, so the base "
                                 f"image must move to a devel flavour", facts))
     problems += _explicit_python(req, ix, img, builds, installer, facts)
+    if not installer_runs_on(ix.m, installer, img.python):
+        floor = installer_python_min(ix.m, installer).python_min
+        other = "pip" if installer == "conda" else "conda"
+        hints = {"base_image": True}
+        if installer_runs_on(ix.m, other, img.python):
+            hints["installer"] = other
+        problems.append(Problem(
+            "python_unsupported",
+            f"the image build runs envbuild's {installer} installer with the base image's python3, which is Python "
+            f"{img.python} on {img.ref}; the installer needs {floor} or newer, so the base image or the installer "
+            f"must move", facts + (_installer_floor_fact(ix, installer), _python_fact(ix, img)), hints=hints))
     return _choice(img, "given in the spec"), problems
 
 

@@ -85,9 +85,11 @@ def _candidates(spec: Spec, p: Problem, a):
         for py in sorted(p.hints["pythons"], key=parse_version, reverse=True)[:2]:
             yield f"use Python {py}", {"python": py}
     if kind == "python_unsupported" and p.hints.get("installer") and spec.installer != p.hints["installer"]:
-        # a conda environment brings its own interpreter instead of the base image's python3
-        yield f"install with {p.hints['installer']}, whose environment brings its own Python", \
-            {"installer": p.hints["installer"]}
+        # a conda environment brings its own interpreter instead of the base image's python3;
+        # pip's in-image installer runs on older python3 than conda's (installer_python)
+        why = "whose environment brings its own Python" if p.hints["installer"] == "conda" else \
+            "whose in-image installer runs on that python3"
+        yield f"install with {p.hints['installer']}, {why}", {"installer": p.hints["installer"]}
     if kind == "python_unsupported" and p.hints.get("base_image") and spec.base_image:
         yield "let envbuild choose a matching base image", {"base_image": None}
     if kind == "cudnn_mismatch":
