@@ -45,6 +45,7 @@ KEYS = {
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
+    "wheels": (lambda r: [(r.package, _v(r.version))], ("version", "cuda"), ()),
 }
 
 

@@ -6,6 +6,7 @@
     envbuild matrix pytorch 1.6.0 --installer conda
     envbuild matrix tensorflow|jax|rapids|cupy VERSION
     envbuild matrix images --family rapids --cuda 12
+    envbuild matrix refresh [--check]       re-read wheels.yaml from the package index
 
 Every query takes `--json`. Answers carry the source of each fact; facts read only in a
 third-party copy are marked [secondary], derived ones [inferred].
@@ -51,11 +52,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--framework-version")
     p.add_argument("--python")
     p.add_argument("--platform")
+    p = sub.add_parser("refresh", help="rebuild matrices/wheels.yaml from the package index and print what changed")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when the matrices and the index disagree")
+    p.add_argument("--offline", action="store_true", help="read the index answers kept in --cache only")
+    p.add_argument("--cache", metavar="DIR", help="keep the raw index answers here (read them back with --offline)")
+    p.add_argument("--index-url", metavar="URL",
+                   help="simple index to read (default: PIP_INDEX_URL, pip's config, else https://pypi.org/simple)")
+    p.add_argument("--data", metavar="DIR", help="matrices folder to compare and write (default: the bundled one)")
+    p.add_argument("--diff", metavar="FILE", help="write the dated diff here (default: wheels.diff next to the data)")
 
 
 def run(args: argparse.Namespace) -> int:
     from envbuild import matrix
 
+    if args.topic == "refresh":
+        return _refresh(args)
     m = matrix.load()
     handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
     data, lines = handler(m, args)
@@ -329,3 +341,47 @@ def _images(m, args):
     lines = _table(["image", "cuda", "flavour", "framework", "python", "os", ""], body) if rows else []
     lines.append(f"{len(rows)} image(s)")
     return data, lines
+
+
+# --- refresh ---------------------------------------------------------------------------------------
+def _refresh(args) -> int:
+    """Re-read the wheel files of every release the matrices know; print a dated diff and
+    write it with the new data (or, with --check, only report and fail on disagreement)."""
+    import datetime
+    import time
+    from pathlib import Path
+
+    from envbuild import atomic, matrix, pypi
+    from envbuild.matrix import refresh
+    from envbuild.paths import MATRICES_DIR
+
+    directory = Path(args.data) if args.data else MATRICES_DIR
+    if not (directory / "pytorch.yaml").is_file():
+        raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
+    m = matrix.load_from(directory, use_cache=False)
+    index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
+    started = time.perf_counter()
+    result = refresh.read(m, index)
+    seconds = time.perf_counter() - started
+    changes, count = refresh.diff(refresh.rows_of(m), result.rows)
+    today = datetime.date.today().isoformat()
+    shown = directory / "wheels.yaml" if args.data else "the bundled matrices/wheels.yaml"
+    head = [f"# envbuild matrix refresh {today}: {index.public_url}{' (offline, from ' + str(args.cache) + ')' if args.offline else ''}",
+            f"# {len(result.rows)} releases from {result.projects} projects, {result.metadata_files} metadata files, "
+            f"{seconds:.1f} s; {count} row(s) differ from {shown}"]
+    lines = head + changes + [f"disagree {f}" for f in result.findings] + [f"note     {n}" for n in result.notes]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    disagree = bool(count or result.findings)
+    diff_file = Path(args.diff) if args.diff else None if args.check else directory / "wheels.diff"
+    try:
+        if count and not args.check:
+            refresh.write(directory, result.rows)
+        if diff_file is not None:
+            atomic.write_text(diff_file, text)
+    except OSError as exc:
+        from envbuild.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
+                                 where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
+    return 1 if args.check and disagree else 0

@@ -39,6 +39,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
+    "wheels": ("wheels.yaml", "releases", t.WheelRelease),
 }
 
 
@@ -62,6 +63,7 @@ class Matrices:
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     installer_pythons: tuple[t.InstallerPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
+    wheels: tuple[t.WheelRelease, ...] = ()
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -69,6 +71,8 @@ class Matrices:
 def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):  # a mapping field is kept as ((key, value), ...), like the lists
+        return tuple((k, _freeze(v)) for k, v in value.items())
     if isinstance(value, str):
         # one object per distinct text: the cache pickles a repeated `source` only once
         return sys.intern(value)

@@ -118,7 +118,7 @@ def _pythons_allowed(req: Request, builds: list[Build]) -> frozenset[str] | None
     supports (None = any)."""
     if req.python:
         return frozenset((req.python,))
-    known = [b.pythons for b in builds if b.pythons is not None]
+    known = [p for b in builds if (p := b.pythons_on(req.platform)) is not None]  # wheels where read
     return frozenset.intersection(*map(frozenset, known)) if known else None
 
 
@@ -210,7 +210,8 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
                     or not _same_cuda(img_cuda, carrier.cuda):
                 continue
             if img.python and mm(parse_version(img.python)) != python and (
-                    req.python or carrier.pythons is None or mm(parse_version(img.python)) not in carrier.pythons):
+                    req.python or carrier.pythons_on(req.platform) is None
+                    or mm(parse_version(img.python)) not in carrier.pythons_on(req.platform)):
                 continue  # the image's Python is the environment's: it must be one the build supports
         elif img.framework:
             continue

@@ -49,6 +49,8 @@ class Build:
     pypi_default: bool = False
     # the variant is the environment's CUDA itself (rows with a CUDA range: JAX, RAPIDS, CuPy)
     ranged: bool = False
+    # the wheel files of what pip installs for it (resolver.artefacts.Wheels); None = not read
+    wheels: object = None
     v: Version = field(default=None)  # type: ignore[assignment]
     cuda_v: Version = field(default=None)  # type: ignore[assignment]
 
@@ -59,6 +61,15 @@ class Build:
     @property
     def cuda_major(self) -> int:
         return self.cuda_v.release[0]
+
+    def pythons_on(self, platform: str) -> frozenset[str] | None:
+        """The Pythons to choose from on `platform`: those with a wheel when the index was
+        read for this build (its artefacts win over the matrix range), else the range."""
+        if self.wheels is not None:
+            found = self.wheels.pythons(platform)
+            if found:
+                return found
+        return self.pythons
 
     @property
     def label(self) -> str:

@@ -50,6 +50,8 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     out += cuda_variant(b, req, cuda_pin)
     out += cuda_floor(b)
     out += python(b, req)
+    if not any(p.kind == "platform_unsupported" for p in out):
+        out += wheel_platform(b, req)
     out += driver(b, req, ix)
     out += gpu_arch(b, req, ix)
     out += cudnn(b, req)
@@ -112,15 +114,40 @@ def cuda_floor(b: Build) -> list[Problem]:
 def python(b: Build, req: Request) -> list[Problem]:
     if req.python is None:
         return []
-    if b.pythons is None:
+    pythons = b.pythons_on(req.platform)
+    if pythons is None:
         return [Problem("unknown_fact", f"the matrix has no Python range for {b.label}", soft=True, framework=b.framework)]
-    if req.python in b.pythons:
+    if req.python in pythons:
         return []
+    if b.wheels is not None and b.wheels.pythons(req.platform):
+        # the artefacts decide: name the newest Python that has a wheel
+        newest = max(pythons, key=parse_version)
+        return [Problem("python_unsupported",
+                        f"{b.framework} {b.version} has {req.platform} wheels ({b.wheels.label}) for Python "
+                        f"{_py_range(pythons)}, the newest {newest}; you asked for Python {req.python}, so Python "
+                        f"or the {b.framework} version must move",
+                        b.wheels.facts(req.platform), framework=b.framework,
+                        hints={"pythons": pythons, "newest_python": newest})]
     return [Problem("python_unsupported",
-                    f"{b.framework} {b.version} is published for Python {_py_range(b.pythons)}; you asked for "
+                    f"{b.framework} {b.version} is published for Python {_py_range(pythons)}; you asked for "
                     f"Python {req.python}, so Python or the {b.framework} version must move",
                     (fact(f"{b.framework} {b.version}: python {b.python_text}", b.row),), framework=b.framework,
-                    hints={"pythons": b.pythons})]
+                    hints={"pythons": pythons})]
+
+
+def wheel_platform(b: Build, req: Request) -> list[Problem]:
+    """A pip build whose artefacts have no wheel at all for the platform cannot be installed
+    there. (PyPI's torch is one CUDA build; the other variants live on PyTorch's own index,
+    so only the PyPI one is judged by PyPI's files.)"""
+    if b.wheels is None or b.wheels.inferred or req.platform.startswith("osx"):
+        return []  # macOS: platform() already says NVIDIA ships no CUDA there
+    if b.wheels.pythons(req.platform) is not None:
+        return []
+    have = ", ".join(p for p in b.wheels.by_platform) or "no platform"
+    return [Problem("platform_unsupported",
+                    f"{b.framework} {b.version} has no {req.platform} wheel ({b.wheels.label} has wheels for {have}), "
+                    f"so the platform or the {b.framework} version must move",
+                    b.wheels.facts(req.platform), framework=b.framework)]
 
 
 def _py_range(pythons) -> str:

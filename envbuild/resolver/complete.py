@@ -94,10 +94,10 @@ def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:
     key = ("cupy-pinned", str(pinned))
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = [
+        found = ix.memo[key] = ix.attach_wheels([
             dataclasses.replace(b, version=str(pinned)) for b in ix.builds.get("cupy", [])
             if pinned.release[0] == b.v.release[0] and SpecifierSet(b.row.cupy_versions or "").contains(pinned, prereleases=True)
-        ]
+        ])
     return found
 
 
@@ -176,7 +176,7 @@ def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[
         for key in _shared_keys(pools, installer):
             keyed = [[b for b in pool if _key(b, installer) == key] for pool in pools]
             for py in pythons:
-                picks = [next((b for b in pool if b.pythons is None or py is None or py in b.pythons), None)
+                picks = [next((b for b in pool if py is None or _has_python(b, py, req.platform)), None)
                          for pool in keyed]
                 if None in picks:
                     continue
@@ -185,10 +185,16 @@ def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[
                 if best_score is None or score > best_score:
                     best_score = score
                     best = Choice({o.name: b for o, b in zip(usable, picks)}, py, installer)
-                break  # pythons are newest first: the first that fits is the best for this key
+                # no early stop: the newest release may lack a wheel for the newest Python that an
+                # older release has, and releases rank before Pythons
     if best is not None:
         return best, []
     return None, [_why_apart(usable, req)]
+
+
+def _has_python(b: Build, py: str, platform: str) -> bool:
+    found = b.pythons_on(platform)
+    return found is None or py in found
 
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
@@ -222,7 +228,7 @@ def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
         parts = "; ".join(f"{o.name} only with {', '.join(sorted(i))}" for o, i in zip(outcomes, inst))
         return Problem("framework_cuda_mismatch", f"{names} share no installer ({parts}), so one must move",
                        framework=outcomes[-1].name, hints={"apart": "installer"})
-    pys = [set().union(*(b.pythons or set(PYTHONS) for b in o.viable)) for o in outcomes]
+    pys = [set().union(*(b.pythons_on(req.platform) or set(PYTHONS) for b in o.viable)) for o in outcomes]
     if req.python or not set.intersection(*pys):
         return Problem("python_unsupported", f"{names} support no common Python, so one framework version must move",
                        framework=outcomes[-1].name, hints={"apart": "python"})

@@ -11,6 +11,7 @@ from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
 from envbuild.model import Fact
 from envbuild.resolver import builds as b
+from envbuild.resolver.artefacts import WheelTable
 from envbuild.versions import parse_version
 
 
@@ -48,6 +49,7 @@ class Index:
         self.builds = _Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = _Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
         self.images = [(img, _image_cuda(img)) for img in m.base_images]
+        self.wheel_table = WheelTable(m.wheels)
 
     def _builds(self, name: str) -> list[b.Build]:
         m = self.m
@@ -60,7 +62,13 @@ class Index:
         }.get(name, list)()
         # best first: newest release, then newest CUDA, then pip before conda
         made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
-        return made
+        return self.attach_wheels(made)
+
+    def attach_wheels(self, builds: list[b.Build]) -> list[b.Build]:
+        """Give each pip build the wheel files of what it installs (matrices/wheels.yaml)."""
+        for x in builds:
+            object.__setattr__(x, "wheels", self.wheel_table.for_build(x))
+        return builds
 
     # --- GPUs ---------------------------------------------------------------------------
     def gpu(self, text: str) -> t.Gpu | None:

@@ -1,0 +1,143 @@
+"""Which Pythons and platforms a build can really be installed on: the wheel files, on the
+package index, of the artefacts its pip requirement installs (`matrices/wheels.yaml`).
+
+A build maps to the distributions pip will fetch for it: `torch`, `tensorflow` (or
+`tensorflow-gpu` before 2.1), `jax` with the `jaxlib` / `jax-cudaNN-plugin` /
+`jax-cudaNN-pjrt` releases its CUDA extra pins, a CuPy wheel name (any release of the
+series, since pip picks the newest one with a wheel), or RAPIDS' `cudf-cuNN` and
+`cuml-cuNN`. A Python has an artefact when every one of those distributions has a wheel
+for it on the platform. Conda builds and releases the file does not list have no entry
+(None): the matrix's own Python range applies to them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from envbuild.matrix import tables as t
+from envbuild.matrix.wheels import PLATFORMS, pythons_on
+from envbuild.model import Fact
+
+
+@dataclass(frozen=True)
+class Wheels:
+    label: str  # what was read: "cupy-cuda12x 13.0.0..13.6.0" / "jax 0.4.38 + jaxlib 0.4.38 + ..."
+    by_platform: dict  # platform -> frozenset of Pythons; a platform missing = no wheel there
+    rows: tuple[t.WheelRelease, ...]
+    inferred: bool  # the index's files stand for another build of the release (torch +cuXYZ)
+
+    def pythons(self, platform: str) -> frozenset[str] | None:
+        return self.by_platform.get(platform)
+
+    def facts(self, platform: str) -> tuple[Fact, ...]:
+        out = []
+        for r in self.rows:
+            pys = pythons_on(r.wheels, platform)
+            shown = " ".join(sorted(pys, key=Version)) if pys else "none"
+            out.append(Fact(f"{r.package} {r.version} wheels on {platform}: Python {shown} (index read {r.read})",
+                            r.source, inferred=self.inferred or r.inferred, secondary=r.secondary))
+        return tuple(dict.fromkeys(out))[:4]
+
+
+class WheelTable:
+    """`matrices/wheels.yaml` by distribution, parsed once per data version."""
+
+    def __init__(self, rows: tuple[t.WheelRelease, ...]):
+        self.by_name: dict[str, list[tuple[Version, t.WheelRelease]]] = {}
+        self.by_release: dict[tuple[str, Version], list[t.WheelRelease]] = {}
+        for r in rows:
+            try:
+                v = Version(r.version)
+            except InvalidVersion:
+                continue
+            self.by_name.setdefault(r.package, []).append((v, r))
+            self.by_release.setdefault((r.package, v), []).append(r)
+        self._pythons: dict[int, dict[str, frozenset[str] | None]] = {}  # id(row) -> platform -> Pythons
+        self._memo: dict = {}
+
+    def exact(self, name: str, version: str) -> list[t.WheelRelease]:
+        try:
+            return self.by_release.get((name, Version(version)), [])
+        except InvalidVersion:
+            return []
+
+    def matching(self, name: str, admits) -> list[t.WheelRelease]:
+        return [r for v, r in self.by_name.get(name, ()) if admits(v)]
+
+    def row_pythons(self, r: t.WheelRelease, platform: str) -> frozenset[str] | None:
+        found = self._pythons.get(id(r))
+        if found is None:
+            found = self._pythons[id(r)] = {p: pythons_on(r.wheels, p) for p in PLATFORMS}
+        return found[platform]
+
+    def for_build(self, b) -> Wheels | None:
+        if b.installer != "pip" or not self.by_name:
+            return None
+        key = (b.framework, b.version, b.package, b.pip_extra, b.cuda_major, b.pypi_default,
+               getattr(b.row, "cupy_versions", None))
+        if key not in self._memo:
+            self._memo[key] = self._make(b)
+        return self._memo[key]
+
+    def _make(self, b) -> Wheels | None:
+        groups: list[list[t.WheelRelease]] = []
+        inferred = False
+        if b.framework == "pytorch":
+            groups = [self.exact("torch", b.version)]
+            inferred = not b.pypi_default  # PyPI holds one CUDA build; the others share its Pythons
+        elif b.framework == "tensorflow":
+            name = "tensorflow" if Version(b.version) >= Version("2.1") else "tensorflow-gpu"
+            groups = [self.exact(name, b.version)]
+        elif b.framework == "jax":
+            groups = self._jax(b)
+        elif b.framework == "cupy":
+            groups = [self.matching(b.package, _cupy_admits(b))]
+        elif b.framework == "rapids":
+            series = Version(b.version).release[:2]
+            groups = [self.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in ("cudf", "cuml")]
+        groups = [g for g in groups if g]  # a distribution the file does not list is not judged
+        if not groups:
+            return None
+        by_platform: dict[str, frozenset[str]] = {}
+        for plat in PLATFORMS:
+            sets = []
+            for group in groups:
+                found = [self.row_pythons(r, plat) for r in group]
+                union = frozenset().union(*(f for f in found if f))
+                sets.append(union if any(found) else None)
+            if all(s is not None for s in sets):
+                by_platform[plat] = frozenset.intersection(*sets)
+        label = " + ".join(_span(g) for g in groups)
+        return Wheels(label, by_platform, tuple(r for g in groups for r in g[-2:]), inferred)
+
+    def _jax(self, b) -> list[list[t.WheelRelease]]:
+        jax = self.exact("jax", b.version)
+        pins = dict(jax[0].pins) if jax else {}
+        extra = b.pip_extra or f"cuda{b.cuda_major}"
+        wanted = pins.get(extra) or next((p for k, p in pins.items() if k.startswith(f"cuda{b.cuda_major}")), None)
+        if wanted:
+            named = [tuple(x.split("==", 1)) for x in wanted.split()]
+        else:  # the extra's pins were not read: the same-numbered artefacts stand in
+            named = [("jaxlib", b.version), (f"jax-cuda{b.cuda_major}-plugin", b.version)]
+        pinned = [self.exact(n, v) for n, v in named]
+        if not jax or not all(pinned):
+            # a pinned artefact the index does not hold (jaxlib+cuda wheels of Google's bucket
+            # before the plugins): not judged here, the matrix's Python range applies
+            return []
+        return [jax] + pinned
+
+
+def _cupy_admits(b):
+    spec = SpecifierSet(getattr(b.row, "cupy_versions", "") or "")
+    if "." in b.version:  # a pinned release
+        want = Version(b.version)
+        return lambda v: v == want
+    major = int(b.version)
+    return lambda v: v.release[0] == major and spec.contains(v)
+
+
+def _span(rows: list[t.WheelRelease]) -> str:
+    versions = [r.version for r in rows]
+    return f"{rows[0].package} {versions[0]}" + (f"..{versions[-1]}" if len(versions) > 1 else "")
