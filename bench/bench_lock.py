@@ -13,12 +13,15 @@ to lock for pytorch 2.1.2 + CUDA 12.1 (with companions) plus ten other packages.
 
 Prints the median and min/max wall time of the full solve (repodata read + solve + GPU
 checks, a fresh gateway each run, as one `envbuild lock` process does) and the process's
-peak memory.
+peak memory. Then, for a spec file asking for the same stack, `envbuild lock SPEC` wall
+time beside what the command itself must do (solve + write the lock files, timed in this
+process with everything imported), and the import time of the `lock` command.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import statistics
@@ -28,7 +31,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12")
@@ -160,13 +162,89 @@ def main() -> int:
             solved = solve([request])
             times.append(time.perf_counter() - start)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    packages = solved["linux-64"]
-    torch = next(p for p in packages if p.name == "pytorch")
-    print(f"solution: {len(packages)} packages, pytorch {torch.version} {torch.build}")
-    print(f"solve time over {args.runs} runs: median {statistics.median(times):.3f} s "
-          f"(min {min(times):.3f}, max {max(times):.3f})")
-    print(f"peak RSS: {peak / 1024:.0f} MiB (before the first solve: {base_rss / 1024:.0f} MiB)")
+        packages = solved["linux-64"]
+        torch = next(p for p in packages if p.name == "pytorch")
+        print(f"solution: {len(packages)} packages, pytorch {torch.version} {torch.build}")
+        print(f"solve time over {args.runs} runs: median {statistics.median(times):.3f} s "
+              f"(min {min(times):.3f}, max {max(times):.3f})")
+        print(f"peak RSS: {peak / 1024:.0f} MiB (before the first solve: {base_rss / 1024:.0f} MiB)")
+        cli(Path(tmp), channels, args.runs)
     return 0
+
+
+def top_level_import_us(importtime: str) -> int:
+    """Sum of the cumulative microseconds of the top-level imports in `-X importtime` output."""
+    total = 0
+    for line in importtime.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit() and not parts[2].startswith("  "):
+            total += int(parts[1])
+    return total
+
+
+# One `envbuild lock` process that also reports, on its last line, how long its own
+# solve and its writing of the lock folder took (everything inside `staging`).
+CLI_CHILD = """
+import contextlib, json, sys, time
+from envbuild.cli import main
+from envbuild.lock import files, solve as solve_module
+spent = {"solve": 0.0, "write": 0.0}
+solve = solve_module.solve
+def timed_solve(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return solve(*args, **kwargs)
+    finally:
+        spent["solve"] += time.perf_counter() - start
+staging = files.staging
+@contextlib.contextmanager
+def timed_staging(*args, **kwargs):
+    start = time.perf_counter()
+    with staging(*args, **kwargs) as stage:
+        yield stage
+    spent["write"] += time.perf_counter() - start
+solve_module.solve, files.staging = timed_solve, timed_staging
+code = main(sys.argv[1:])
+print(json.dumps(spent))
+sys.exit(code)
+"""
+
+
+def cli(folder: Path, channels: list[str], runs: int) -> None:
+    """`envbuild lock SPEC` wall time against the work it cannot avoid: its own solve and
+    the writing of the lock files, timed inside the same process."""
+    import subprocess
+
+    import yaml
+
+    spec_path = folder / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "name": "bench", "frameworks": {"pytorch": "2.1.2"}, "cuda": "12.1", "python": "3.10",
+        "target": {"driver": "535.104.05", "gpus": ["A100"], "platform": "linux-64"},
+        "installer": "conda", "channels": channels}, sort_keys=False))
+    # with the bytecode cache, as an installed envbuild runs (a shell that sets
+    # PYTHONDONTWRITEBYTECODE would otherwise recompile every module on every run)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "envbuild", "--version"], env=env, check=True, capture_output=True)
+    wall, work, ratios = [], [], []
+    for i in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o", str(folder / f"cli-{i}")],
+                              check=True, capture_output=True, text=True, env=env)
+        wall.append(time.perf_counter() - start)
+        spent = json.loads(done.stdout.splitlines()[-1])
+        work.append(spent["solve"] + spent["write"])
+        ratios.append(wall[-1] / work[-1])
+    imports = []
+    for i in range(runs):
+        err = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI_CHILD, "lock", str(spec_path), "-o",
+                              str(folder / f"imports-{i}")], capture_output=True, text=True, check=True,
+                             env=env).stderr
+        imports.append(top_level_import_us(err))
+    print(f"`envbuild lock` wall: median {statistics.median(wall):.3f} s (min {min(wall):.3f}); its own solve + "
+          f"write: median {statistics.median(work):.3f} s (min {min(work):.3f}); wall / (solve + write): median "
+          f"{statistics.median(ratios):.1f}x (min {min(ratios):.1f}x)")
+    print(f"imports of one `envbuild lock` run (-X importtime, top-level cumulative): median {statistics.median(imports) / 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -71,10 +71,11 @@ def lock_folder_of(spec, index_url: str | None) -> dict[str, str]:
     request = pip_lock.PipRequest("linux-64", "3.11", "2.35", tuple(requirements), index_url or pip_lock.DEFAULT_INDEX,
                                   ("https://download.pytorch.org/whl/cu124",))
     pins = []
-    for text in requirements:  # what an unreachable index leaves: the requirements as written
-        exact = pip_lock._exact(text, "packages.pip")
-        pins.append(pip_lock.PipPin(*exact, None) if exact else pip_lock.PipPin(text, "", None))
-    pip = pip_lock.PipLock(request, tuple(pins), hashed=False, note="the index could not be reached")
+    for text in requirements:  # the requirements as written, pinned where they name one version
+        req = Requirement(text)
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        pins.append(pip_lock.PipPin(req.name, exact[0] if len(exact) == 1 else "", ("sha256:" + "0" * 64,)))
+    pip = pip_lock.PipLock(request, tuple(pins), hashed=True, note="")
     solve = SolveRequest("linux-64", spec.channels or ("conda-forge",), spec.conda_packages, (), (), ())
     lockfile = conda_lockfile.build_lockfile({}, [solve], STAMP, {"envbuild.spec_hash": STAMP.spec_hash}, ["spec.yaml"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -124,6 +124,28 @@ def test_conda_lock_cli_renders_our_lockfile(anaconda, tmp_path):
     assert sorted(rendered[rendered.index("@EXPLICIT") + 1:]) == sorted(ours[ours.index("@EXPLICIT") + 1:])
 
 
+def test_conda_lock_parses_our_lockfile_and_rewrites_the_same_bytes(anaconda, tmp_path):
+    """Our own writer must produce what conda-lock's writer produces from conda-lock's
+    reading of the file, before and after the base image is recorded."""
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from envbuild.lock.conda_lockfile import HEADER, record_base_image
+
+    spec, resolution = conda_resolution(anaconda)
+    lock(spec, resolution, None, tmp_path / "lock")
+    ours = tmp_path / "lock" / "conda-lock.yml"
+    digest = "sha256:" + "ab" * 32
+    for step in ("lock", "base image"):
+        if step == "base image":
+            record_base_image(ours, "nvidia/cuda:12.1.1-runtime-ubuntu22.04", digest)
+        parsed = parse_conda_lock_file(ours)
+        theirs = tmp_path / f"theirs-{step}.yml"
+        write_conda_lock_file(parsed, theirs, metadata_choices=None, include_help_text=False)
+        assert ours.read_text() == HEADER + theirs.read_text(), step
+        assert {p.name for p in parsed.package} >= {"pytorch", "pytorch-cuda", "python"}
+    assert parsed.metadata.custom_metadata["envbuild.base_digest"] == digest
+
+
 def test_two_platform_lock(channels, tmp_path):
     spec, resolution = conda_resolution([channels["conda-forge"]], cuda="12.0", cudnn="8.9",
                                         conda_specs=("pytorch==2.1.2=*cuda*",))

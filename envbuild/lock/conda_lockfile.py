@@ -1,9 +1,10 @@
-"""Write the solved packages as conda-lock's unified `conda-lock.yml` (with conda-lock's
-own models and writer, so `conda-lock render`/`install` read it) and as one `@EXPLICIT`
+"""Write the solved packages as conda-lock's unified `conda-lock.yml` (conda-lock's
+format, checked in the tests by `conda-lock render` and conda-lock's own parser) and as one `@EXPLICIT`
 file per platform for plain `conda create --file` / `micromamba create -f`."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlparse, urlunparse
 
 from envbuild.errors import UserError
 from envbuild.lock.folder import explicit_name
@@ -35,29 +36,49 @@ def content_hash(request: SolveRequest, stamp: Stamp) -> str:
 
 
 def build_lockfile(solved: dict[str, list[LockedPackage]], requests: list[SolveRequest], stamp: Stamp,
-                   custom: dict[str, str], sources: list[str]):
-    from conda_lock.lockfile.v2prelim.models import HashModel, LockedDependency, Lockfile, LockMeta
-
+                   custom: dict[str, str], sources: list[str]) -> dict:
+    """The conda-lock.yml document (format version 1, as conda-lock writes it): packages
+    sorted by (manager, name, platform), each package's dependencies by name, optional
+    fields left out rather than written as null."""
     packages = []
     for platform, records in solved.items():
         for p in records:
             if not p.md5:
                 raise UserError(f"the channel gives no md5 for {p.name} {p.version} {p.build}",
                                 where=p.url, hint="re-index the channel (e.g. with `rattler-index`) so every record has md5 and sha256")
-            packages.append(LockedDependency(
-                name=p.name, version=p.version, manager="conda", platform=platform,
-                dependencies=_dependencies(p.depends), url=p.url,
-                hash=HashModel(md5=p.md5, sha256=p.sha256), categories={"main"}, build=p.build,
-            ))
+            if p.name.startswith("__"):
+                continue  # virtual packages are never installed
+            packages.append({
+                "name": p.name, "version": p.version, "manager": "conda", "platform": platform,
+                "dependencies": dict(sorted(_dependencies(p.depends).items())), "url": p.url,
+                "hash": {"md5": p.md5, **({"sha256": p.sha256} if p.sha256 is not None else {})},
+                "build": p.build, "category": "main", "optional": False,
+            })
+    packages.sort(key=lambda d: (d["manager"], d["name"], d["platform"]))
     first = requests[0]
-    meta = LockMeta(
-        content_hash={r.platform: content_hash(r, stamp) for r in requests},
-        channels=list(first.channels),
-        platforms=[r.platform for r in requests],
-        sources=sources,
-        custom_metadata=custom,
-    )
-    return Lockfile(package=packages, metadata=meta)
+    metadata = {
+        "content_hash": {r.platform: content_hash(r, stamp) for r in requests},
+        "channels": [_channel(c) for c in first.channels],
+        "platforms": [r.platform for r in requests],
+        "sources": list(sources),
+        "custom_metadata": dict(custom),
+    }
+    return {"version": 1, "metadata": metadata, "package": packages}
+
+
+def _channel(text: str) -> dict:
+    """A channel as conda-lock records it. A URL carrying a user, password or `/t/` token
+    goes through conda-lock itself, which swaps a secret for the environment variable
+    holding it (`${VAR}`); that rare case pays for importing conda-lock."""
+    if "://" not in text:
+        return {"url": text, "used_env_vars": []}
+    parsed = urlparse(text)
+    if parsed.username or parsed.password or "/t/" in parsed.path:
+        from conda_lock.models.channel import Channel
+
+        channel = Channel.from_string(text)
+        return {"url": channel.url, "used_env_vars": list(channel.used_env_vars)}
+    return {"url": urlunparse(parsed), "used_env_vars": []}
 
 
 HEADER = """\
@@ -68,26 +89,29 @@ HEADER = """\
 """
 
 
-def write_lockfile(lockfile, path: Path) -> None:
-    from conda_lock.lockfile import write_conda_lock_file
+def write_lockfile(document: dict, path: Path) -> None:
+    """Write the document the way conda-lock's own writer does (block-style YAML, keys in
+    the order above), after our header. Written here rather than with conda-lock's models:
+    importing conda-lock loads its whole command-line tool, several times the cost of the
+    solve. No time or git metadata: the same inputs give identical bytes."""
+    import yaml
 
-    # conda-lock's own help text would point at `conda-lock lock` for updates; ours goes
-    # first instead. No time or git metadata: the same inputs give identical bytes.
-    write_conda_lock_file(lockfile, path, metadata_choices=None, include_help_text=False)
-    path.write_text(HEADER + path.read_text(encoding="utf-8"), encoding="utf-8")
+    text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    path.write_text(HEADER + text, encoding="utf-8")
 
 
 def record_base_image(path: Path, ref: str, digest: str) -> None:
     """Add a pinned base image and its digest to a conda-lock.yml's metadata, so the lock
     names the exact base it was built on. `path` is the copy in a lock folder's staging
     folder (`folder.update`), which replaces the lock as a unit."""
-    from conda_lock.lockfile import parse_conda_lock_file
+    import yaml
 
-    lockfile = parse_conda_lock_file(path)
-    custom = dict(lockfile.metadata.custom_metadata or {})
+    document = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    metadata = document.setdefault("metadata", {})
+    custom = dict(metadata.get("custom_metadata") or {})
     custom.update({PREFIX + "base_image": ref, PREFIX + "base_digest": digest})
-    meta = lockfile.metadata.model_copy(update={"custom_metadata": custom})
-    write_lockfile(lockfile.model_copy(update={"metadata": meta}), path)
+    metadata["custom_metadata"] = custom
+    write_lockfile(document, path)
 
 
 def render_explicit(platform: str, packages: list[LockedPackage], stamp: Stamp) -> str:

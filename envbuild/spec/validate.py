@@ -7,7 +7,6 @@ or the flag), and how to fix it.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any, Callable
 
@@ -81,6 +80,8 @@ def validate_raw(raw: RawSpec) -> Spec:
 
 
 def did_you_mean(word: str, choices: Any) -> str | None:
+    import difflib  # only on bad input
+
     close = difflib.get_close_matches(str(word).lower(), [str(c).lower() for c in choices], n=1, cutoff=0.6)
     if not close:
         return None
@@ -560,6 +561,8 @@ def _find_gpu(name: str) -> tuple[bool, str | None]:
     if rows:
         either = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
         return False, f"it may be {either}: name one, or give its compute capability"
+    import difflib  # only on bad input
+
     names = {gpu_key(n): n for n in gpu_names(m)}
     close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
     return False, f"did you mean {names[close[0]]!r}?" if close else None
