@@ -66,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         from envbuild.jsonout import wanted
 
         return _fail(exc, json_wanted=wanted(args))
+    except BrokenPipeError:
+        # A reader that stops early (`envbuild matrix ... | head`) is not an error; keep
+        # Python's exit-time flush from raising again on the closed pipe.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:  # the operating system's answer (disk full, read-only, ...): one line, exit 3
         from envbuild.jsonout import wanted
 

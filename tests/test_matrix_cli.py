@@ -130,3 +130,15 @@ def test_bad_input_is_one_line_without_traceback():
         proc = subprocess.run([sys.executable, "-m", "envbuild", "matrix", *argv], capture_output=True, text=True)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """`envbuild matrix pytorch --json | head -1`: no traceback, exit 0."""
+
+    proc = subprocess.Popen([sys.executable, "-m", "envbuild", "matrix", "pytorch", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()  # what `head -1` does once it has its line
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr and stderr == ""
