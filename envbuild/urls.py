@@ -13,8 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 _IN_TEXT = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]*)(?::(?P<pw>[^/\s@]*))?@")
 
 
-def mask(url: str) -> str:
-    """`url` with its password (or a lone token in the user part) replaced by `***`."""
+def _userinfo_replaced(url: str, shown) -> str:
+    """`url` with its `user[:password]@` part replaced by `shown(user, has_password)`."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -23,19 +23,17 @@ def mask(url: str) -> str:
         return url
     userinfo, _, hostport = parts.netloc.rpartition("@")
     user, sep, _password = userinfo.partition(":")
-    shown = f"{user}:***" if sep else "***"
-    return urlunsplit(parts._replace(netloc=f"{shown}@{hostport}"))
+    return urlunsplit(parts._replace(netloc=shown(user, bool(sep)) + hostport))
+
+
+def mask(url: str) -> str:
+    """`url` with its password (or a lone token in the user part) replaced by `***`."""
+    return _userinfo_replaced(url, lambda user, has_password: f"{user}:***@" if has_password else "***@")
 
 
 def strip_credentials(url: str) -> str:
     """`url` without any user or password: what a committed lockfile records."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return mask_text(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return _userinfo_replaced(url, lambda _user, _has_password: "")
 
 
 def has_credentials(url: str) -> bool:

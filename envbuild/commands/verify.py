@@ -26,7 +26,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envbuild import atomic
     from envbuild.verify import run_verify
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
@@ -40,13 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
                         perf=not args.no_perf, progress=Progress(sys.stderr))
-    data = report.to_json()
-    if args.json == "-":
-        print(json.dumps(data, indent=2))
-    else:
-        if args.json:
-            atomic.write_text(args.json, json.dumps(data, indent=2) + "\n")
-        print(summary_text(report))
+    _answer(args, report.to_json(), lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
     return report.exit_code
@@ -55,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
 def _run_fleet(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from envbuild import atomic
     from envbuild.errors import UserError
     from envbuild.fleet import load_fleet
     from envbuild.verify.fleet import summary_text, verify_fleet, write_junit
@@ -64,12 +56,19 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout)
-    if args.json == "-":
-        print(json.dumps(report, indent=2))
-    else:
-        if args.json:
-            atomic.write_text(args.json, json.dumps(report, indent=2) + "\n")
-        print(summary_text(report))
+    _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
     return 0 if report["ok"] else 1
+
+
+def _answer(args: argparse.Namespace, data: dict, summary) -> None:
+    """The JSON report on stdout (`--json`) or in a file (`--json FILE`, then the summary too)."""
+    from envbuild import atomic
+
+    if args.json == "-":
+        print(json.dumps(data, indent=2))
+        return
+    if args.json:
+        atomic.write_text(args.json, json.dumps(data, indent=2) + "\n")
+    print(summary())
