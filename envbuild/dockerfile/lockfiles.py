@@ -105,6 +105,7 @@ def read_lock_dir(lock_dir: Path, platform: str) -> LockInput:
     """Find and read the lockfiles for `platform`; a clear error names what is missing."""
     if not lock_dir.is_dir():
         raise UserError("lock folder does not exist", where=str(lock_dir), hint="run `envbuild lock SPEC -o DIR` first")
+    folder.recover(lock_dir)  # a lock write killed after its commit point is finished first
     explicit = lock_dir / folder.explicit_name(platform)
     unified = lock_dir / folder.CONDA_LOCKFILE
     # `envbuild lock` writes requirements.lock for its first platform, requirements-<p>.lock for others.

@@ -11,8 +11,8 @@ ever see a new conda-lock.yml next to an old explicit file, so a set is replaced
 * A folder shared with other files (`-o .` in a project, or a mount point): the new set is
   written to a staging folder inside it, which is renamed to `.envbuild-commit` once
   complete (the commit point). The files are then moved into place, the record last. A run
-  killed after the commit point is finished by the next writer, and until then
-  `lock --check` calls the folder out of date.
+  killed after the commit point is rolled forward by the next envbuild run that reads or
+  writes the folder (`recover`), like a journal: no envbuild reader ever sees the mix.
 
 Writers hold an flock on the folder while they write, so two runs never interleave; the
 second says it waits. Staging folders of killed runs are removed by the next writer (while
@@ -315,6 +315,15 @@ def _commit(stage: Path, folder: Path) -> None:
     fault_step("commit")
     os.rename(stage, folder / COMMIT)  # the commit point: the new set is complete
     finish_interrupted(folder)
+
+
+def recover(folder: Path) -> None:
+    """Before reading a lock folder: finish a write that was killed after its commit point,
+    so every reader (lock --check, dockerfile, image) sees the whole new set."""
+    folder = Path(folder)
+    if (folder / COMMIT / RECORD).exists():
+        with _exclusive(folder):
+            finish_interrupted(folder)
 
 
 def finish_interrupted(folder: Path) -> None:
