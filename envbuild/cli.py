@@ -88,6 +88,9 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
 
     Evidence (a failed build's step and log tail) comes first, the summary line last: the
     one-line rule is for the summary, the evidence keeps its lines."""
+    loop = sys.modules.get("envbuild.lock.loop")
+    if loop is not None:  # rattler's worker threads may still be winding down: let them settle
+        loop.settle_at_exit()
     if exc.evidence:
         from envbuild.terminal import for_stream
 

@@ -84,21 +84,25 @@ def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, prog
     return True
 
 
+def _platform_args(platform: str, glibc: str) -> list[str]:
+    """`--platform TAG` for every tag the target accepts: pip (23.2 in a new venv) does not
+    widen `manylinux_2_35` to the `manylinux2014` / `manylinux_2_17` tags most wheels carry.
+    No `--isolated`: the user's pip configuration (mirror, CA bundle, proxy) applies."""
+    from envbuild.lock.pip_tags import platform_tags
+
+    return [arg for tag in platform_tags(platform, glibc) for arg in ("--platform", tag)]
+
+
 def _pip_download(pins: list[LockedFile], out: Path, *, platform: str, python: str, glibc: str,
                   index_urls: list[str]) -> None:
-    from envbuild.lock.pip_lock import MACHINES
-
-    machine = MACHINES.get(platform)
-    if machine is None:
-        raise UserError(f"wheels are fetched for {', '.join(MACHINES)}, not {platform}", where="--platform")
+    tags = _platform_args(platform, glibc)
     with tempfile.TemporaryDirectory(prefix="envbuild-wheelhouse-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
         lines = [f"{p.name}=={p.version}" + "".join(f" --hash=sha256:{h}" for h in p.sha256) for p in pins]
         requirements.write_text("\n".join(lines) + "\n")
-        command = [sys.executable, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--quiet",
+        command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
                    "--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
-                   "--platform", f"manylinux_{glibc.replace('.', '_')}_{machine}", "--platform", f"linux_{machine}",
-                   "-d", str(out), "-r", str(requirements)]
+                   *tags, "-d", str(out), "-r", str(requirements)]
         if all(p.sha256 for p in pins):
             command.append("--require-hashes")
         if index_urls:
@@ -131,16 +135,13 @@ def installer_tools(lock: LockInput) -> list[str]:
 
 
 def _fetch_tools(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str) -> None:
-    from envbuild.lock.pip_lock import MACHINES
-
     wanted = [t for t in installer_tools(lock)
               if not any(w.name.lower().startswith(t.split("==")[0].replace("-", "_") + "-") for w in out.iterdir())]
     if not wanted:
         return
-    command = [sys.executable, "-m", "pip", "download", "--isolated", "--disable-pip-version-check", "--quiet",
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
                "--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
-               "--platform", f"manylinux_{glibc.replace('.', '_')}_{MACHINES.get(platform, 'x86_64')}",
-               "-d", str(out), *wanted]
+               *_platform_args(platform, glibc), "-d", str(out), *wanted]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         last = next((x for x in reversed(done.stderr.strip().splitlines()) if x.strip()), "no output")
