@@ -183,11 +183,11 @@ def top_level_import_us(importtime: str) -> int:
 
 
 # One `envbuild lock` process that also reports, on its last line, how long its own
-# solve and its writing of the lock folder took (everything inside `staging`).
+# solve and its writing of the lock folder took (everything inside `folder.replacing`).
 CLI_CHILD = """
 import contextlib, json, sys, time
 from envbuild.cli import main
-from envbuild.lock import files, solve as solve_module
+from envbuild.lock import folder, solve as solve_module
 spent = {"solve": 0.0, "write": 0.0}
 solve = solve_module.solve
 def timed_solve(*args, **kwargs):
@@ -196,14 +196,14 @@ def timed_solve(*args, **kwargs):
         return solve(*args, **kwargs)
     finally:
         spent["solve"] += time.perf_counter() - start
-staging = files.staging
+replacing = folder.replacing
 @contextlib.contextmanager
-def timed_staging(*args, **kwargs):
+def timed_replacing(*args, **kwargs):
     start = time.perf_counter()
-    with staging(*args, **kwargs) as stage:
-        yield stage
+    with replacing(*args, **kwargs) as new:
+        yield new
     spent["write"] += time.perf_counter() - start
-solve_module.solve, files.staging = timed_solve, timed_staging
+solve_module.solve, folder.replacing = timed_solve, timed_replacing
 code = main(sys.argv[1:])
 print(json.dumps(spent))
 sys.exit(code)
