@@ -23,7 +23,8 @@ from pathlib import Path
 from envbuild.dockerfile.context import LOCAL_CHANNEL
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.errors import EnvironmentProblem
+from envbuild.lock.folder import sha256_file
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,9 @@ class Fetched:
     downloaded: bool  # False: the file was there already, with the right hash
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, progress) -> bool:
     """Download `url` to `target` unless a file with the right hash is there; check the hash."""
-    if target.is_file() and sha256 and file_sha256(target) == sha256:
+    if target.is_file() and sha256 and sha256_file(target) == sha256:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.part")
@@ -73,7 +66,7 @@ def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, prog
     finally:
         if task:
             task.done()
-    if sha256 and file_sha256(partial) != sha256:
+    if sha256 and sha256_file(partial) != sha256:
         partial.unlink()
         raise EnvironmentProblem(f"{url} does not match the lock's sha256 {sha256[:12]}...",
                                  hint="the index or channel serves another file under this name; re-lock or check the mirror")
@@ -171,7 +164,7 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
         target = out / LOCAL_CHANNEL / package.subdir / package.filename
         sha256 = package.sha256 or sha256_of.get(package.url)
         new = _fetch_url(package.url, target, sha256, package.md5, progress)
-        fetched.append(Fetched("conda", entry.name, entry.version, target, sha256 or file_sha256(target), new))
+        fetched.append(Fetched("conda", entry.name, entry.version, target, sha256 or sha256_file(target), new))
     if conda:
         import asyncio
 
@@ -190,8 +183,8 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
             target = out / (entry.filename or f"{entry.name}-{entry.version}.whl")
             new = _fetch_url(entry.url, target, entry.sha256[0] if entry.sha256 else None, None, progress)
             fetched.append(Fetched("pip", entry.name, entry.version, target, entry.sha256[0] if entry.sha256 else None, new))
-        elif present and (not entry.sha256 or file_sha256(present[0]) in entry.sha256):
-            fetched.append(Fetched("pip", entry.name, entry.version, present[0], file_sha256(present[0]), False))
+        elif present and (not entry.sha256 or sha256_file(present[0]) in entry.sha256):
+            fetched.append(Fetched("pip", entry.name, entry.version, present[0], sha256_file(present[0]), False))
         else:
             to_download.append(entry)
     if to_download:
@@ -204,7 +197,7 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
             found = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
             if not found:
                 raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version}")
-            digest = file_sha256(found[0])
+            digest = sha256_file(found[0])
             if entry.sha256 and digest not in entry.sha256:
                 raise EnvironmentProblem(f"{found[0].name} does not match the lock's sha256",
                                          hint="the index serves another file under this name; re-lock")

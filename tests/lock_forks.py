@@ -34,8 +34,7 @@ def _child(job: dict, out: str, err: str) -> None:
 
 
 def main() -> None:
-    import conda_lock.lockfile  # noqa: F401  (imports only: nothing here starts a solver)
-    import rattler  # noqa: F401
+    import rattler  # noqa: F401  (imports only: nothing here starts a solver)
     import yaml  # noqa: F401
 
     import envbuild.cli  # noqa: F401

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from envbuild import matrix
-from envbuild.errors import UserError
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec

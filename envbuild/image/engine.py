@@ -6,6 +6,15 @@ import os
 from envbuild.errors import EnvironmentProblem
 
 
+def _not_running(why: str) -> EnvironmentProblem:
+    host = os.environ.get("DOCKER_HOST")
+    where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
+    return EnvironmentProblem(
+        f"the Docker engine is not running or not reachable at {where} ({why})",
+        hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",
+    )
+
+
 def connect():
     import docker
 
@@ -13,12 +22,7 @@ def connect():
         client = docker.from_env(timeout=600)
         client.ping()
     except docker.errors.DockerException as exc:
-        host = os.environ.get("DOCKER_HOST")
-        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
-        raise EnvironmentProblem(
-            f"the Docker engine is not running or not reachable at {where} ({type(exc).__name__})",
-            hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",
-        ) from None
+        raise _not_running(type(exc).__name__) from None
     return client
 
 
@@ -63,12 +67,7 @@ def light_get(path: str, timeout: float = 5.0) -> tuple[int, dict | None] | None
         answer = connection.getresponse()
         body = answer.read()
     except OSError:
-        host = os.environ.get("DOCKER_HOST")
-        where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
-        raise EnvironmentProblem(
-            f"the Docker engine is not running or not reachable at {where} (no answer on its socket)",
-            hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",
-        ) from None
+        raise _not_running("no answer on its socket") from None
     finally:
         connection.close()
     try:

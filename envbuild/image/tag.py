@@ -11,11 +11,11 @@ reading gigabytes of wheels would add nothing but time to every cache check.
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from envbuild import __version__
 from envbuild.dockerfile.context import OWNED
+from envbuild.lock.folder import sha256_file
 from envbuild.model import Resolution, sha256_json, to_jsonable
 
 TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
@@ -36,12 +36,8 @@ def file_digests(root: Path, names: tuple[str, ...] | None = None) -> dict[str, 
         if name.startswith(PINNED_BY_LOCK):
             digests[name] = f"size:{path.stat().st_size}"
             continue
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
         mode = "x" if path.stat().st_mode & 0o111 else "-"
-        digests[path.relative_to(root).as_posix()] = f"{mode}{digest.hexdigest()}"
+        digests[name] = f"{mode}{sha256_file(path)}"
     return digests
 
 
