@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild.matrix import tables as t
+from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import cuda_to_local, parse_version
 
 # CPython feature releases, the universe a Python specifier is evaluated over when the
@@ -39,7 +40,7 @@ class Build:
     platforms: tuple[str, ...] = ("linux-64",)
     bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
     driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
-    min_cc: tuple[int, int] | None = None  # a framework-stated lowest GPU (RAPIDS)
+    min_cc: ComputeCapability | None = None  # a framework-stated lowest GPU (RAPIDS)
     windows_gpu: bool | None = None  # TensorFlow: a native Windows GPU build exists
     pip_extra: str | None = None
     package: str = ""  # the distribution or conda spec that names the variant
@@ -97,7 +98,7 @@ def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[str]:
             v = parse_version(r.version)
         except ValueError:
             continue
-        seen[f"{v.release[0]}.{v.release[1] if len(v.release) > 1 else 0}"] = True
+        seen[major_minor(v)] = True
     return sorted(seen, key=parse_version)
 
 
@@ -165,10 +166,7 @@ def rapids_builds(rows: tuple[t.RapidsRelease, ...], minors: list[str]) -> list[
         if not (r.cuda_min and r.cuda_max):
             continue
         pythons = frozenset(r.python) if r.python else None
-        min_cc = None
-        if r.min_compute_capability:
-            major, _, minor = r.min_compute_capability.partition(".")
-            min_cc = (int(major), int(minor or 0))
+        min_cc = ComputeCapability.parse(r.min_compute_capability) if r.min_compute_capability else None
         for minor in _minors_between(minors, r.cuda_min, r.cuda_max):
             for installer in ("conda", "pip"):
                 out.append(Build(
