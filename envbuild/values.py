@@ -11,8 +11,6 @@ Nothing here imports `packaging`: these are parsed on the CLI's start-up path.
 from __future__ import annotations
 
 import enum
-import re
-from dataclasses import dataclass
 
 __all__ = [
     "major_minor",
@@ -33,14 +31,17 @@ def major_minor(release) -> str:
     return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
-class _Ordered:
-    """Equality, hash and order by `_key()` (a release padded with zeros: 12.4 == 12.4.0,
-    as in packaging)."""
+class _Value:
+    """Immutable; equality, hash and order by `_key()`. Plain classes with __slots__, not
+    dataclasses: this module is imported on every CLI start."""
 
     __slots__ = ()
 
     def _key(self) -> tuple[int, ...]:
         raise NotImplementedError
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other) -> bool:
         return type(other) is type(self) and self._key() == other._key()
@@ -60,29 +61,39 @@ class _Ordered:
     def __ge__(self, other) -> bool:
         return self._key() >= other._key()
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
 
 def _padded(release: tuple[int, ...]) -> tuple[int, ...]:
     return release + (0,) * (3 - len(release))
 
 
-_CUDA = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,4}))?")
+def _numbers(text: str, sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Dot-separated decimal parts, part i at most sizes[i] digits; None when malformed."""
+    parts = text.split(".")
+    if len(parts) > len(sizes) or not all(p.isascii() and p.isdigit() and len(p) <= n for p, n in zip(parts, sizes)):
+        return None
+    return tuple(int(p) for p in parts)
 
 
-@dataclass(frozen=True, eq=False)
-class CudaVersion(_Ordered):
-    """A CUDA toolkit version: `12.4` or `12.4.1` (a patch is kept only when written)."""
+class CudaVersion(_Value):
+    """A CUDA toolkit version: `12.4` or `12.4.1` (a patch is kept only when written).
+    Orders as packaging does: 12.4 == 12.4.0 < 12.4.1 < 12.10."""
 
-    major: int
-    minor: int
-    patch: int | None = None
+    __slots__ = ("major", "minor", "patch")
+
+    def __init__(self, major: int, minor: int, patch: int | None = None):
+        object.__setattr__(self, "major", major)
+        object.__setattr__(self, "minor", minor)
+        object.__setattr__(self, "patch", patch)
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
-        match = _CUDA.fullmatch(str(text).strip())
-        if not match:
+        found = _numbers(str(text).strip(), (3, 3, 4))
+        if found is None or len(found) < 2:
             raise ValueError(f"malformed CUDA version {text!r} (expected something like 12.4 or 12.4.1)")
-        major, minor, patch = match.groups()
-        return cls(int(major), int(minor), int(patch) if patch is not None else None)
+        return cls(*found)
 
     @property
     def release(self) -> tuple[int, ...]:
@@ -99,26 +110,26 @@ class CudaVersion(_Ordered):
         return ".".join(map(str, self.release))
 
 
-_DRIVER = re.compile(r"[Rr]?(\d{2,4})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?")
-
-
-@dataclass(frozen=True, eq=False)
-class DriverVersion(_Ordered):
+class DriverVersion(_Value):
     """An NVIDIA driver version as nvidia-smi prints it: `450.36.06`, `535.104.05`, `581.57`;
     also a branch (`R470`, `470`). Parts compare as numbers (`06` is 6); the text keeps
     the zero padding NVIDIA writes."""
 
-    text: str
-    parts: tuple[int, ...]
+    __slots__ = ("text", "parts")
+
+    def __init__(self, text: str, parts: tuple[int, ...]):
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "parts", parts)
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
         cleaned = str(text).strip()
-        match = _DRIVER.fullmatch(cleaned)
-        if not match:
+        if cleaned[:1] in ("R", "r"):
+            cleaned = cleaned[1:]
+        found = _numbers(cleaned, (4, 3, 3))
+        if found is None or found[0] < 10 or len(cleaned.split(".")[0]) < 2:
             raise ValueError(f"malformed driver version {text!r} (expected something like 535.104.05)")
-        groups = [g for g in match.groups() if g is not None]
-        return cls(".".join(groups), tuple(int(g) for g in groups))
+        return cls(cleaned, found)
 
     def _key(self) -> tuple[int, ...]:
         return _padded(self.parts)
@@ -127,37 +138,30 @@ class DriverVersion(_Ordered):
         return self.text
 
 
-_CC_DOTTED = re.compile(r"(\d{1,2})\.(\d)")
-_CC_DIGITS = re.compile(r"(\d{1,2})(\d)")
-
-
-@dataclass(frozen=True, order=True)
-class ComputeCapability:
+class ComputeCapability(_Value):
     """A GPU's compute capability: `8.6`; also read from `sm_86`, `sm86`, `compute_86`,
     `sm_90a` (arch-specific) / `sm_100f` (family) and the number 86."""
 
-    major: int
-    minor: int
+    __slots__ = ("major", "minor")
+
+    def __init__(self, major: int, minor: int):
+        object.__setattr__(self, "major", major)
+        object.__setattr__(self, "minor", minor)
 
     @classmethod
     def parse(cls, text: str | int, digits_alone: bool = True) -> ComputeCapability:
         """`digits_alone=False` refuses a bare number ("86"), where text may be a GPU
         model's number instead ("3090", "970")."""
-        if isinstance(text, int) and not isinstance(text, bool):
-            text = str(text)
         raw = str(text).strip().lower()
-        prefixed = False
-        for prefix in ("sm_", "compute_", "sm"):
-            if raw.startswith(prefix):
-                raw, prefixed = raw[len(prefix):], True
-                break
+        prefixed = raw.startswith(("sm", "compute_"))
+        raw = raw.removeprefix("compute_").removeprefix("sm").removeprefix("_")
         raw = raw.rstrip("af")  # arch-specific (sm_90a) and family (sm_100f) suffixes
-        match = _CC_DOTTED.fullmatch(raw)
-        if match is None and (prefixed or digits_alone) and len(raw) in (2, 3):
-            match = _CC_DIGITS.fullmatch(raw)
-        if match is None:
-            raise ValueError(f"malformed compute capability {text!r} (expected e.g. 8.6 or sm_86)")
-        return cls(int(match.group(1)), int(match.group(2)))
+        found = _numbers(raw, (2, 1))
+        if found is not None and len(found) == 2:
+            return cls(*found)
+        if raw.isascii() and raw.isdigit() and (prefixed or digits_alone) and len(raw) in (2, 3):
+            return cls(int(raw[:-1]), int(raw[-1]))
+        raise ValueError(f"malformed compute capability {text!r} (expected e.g. 8.6 or sm_86)")
 
     @property
     def sm(self) -> int:
@@ -167,6 +171,9 @@ class ComputeCapability:
     @property
     def sm_name(self) -> str:
         return f"sm_{self.sm}"
+
+    def _key(self) -> tuple[int, int]:
+        return (self.major, self.minor)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

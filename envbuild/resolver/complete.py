@@ -18,6 +18,7 @@ from envbuild.resolver.builds import PYTHONS, Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
+from envbuild.values import major_minor
 from envbuild.versions import Constraint, parse_version
 
 _PY_ORDER = tuple(reversed(PYTHONS))
@@ -116,7 +117,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         if not withdrawn and parse_version(first).release[2:3] != (1,):
             return [], None  # the rows may simply not reach back to X.Y.0
         chosen = series
-        x_y = f"{release.release[0]}.{release.release[1]}"
+        x_y = major_minor(release)
         why = (f"was never released ({withdrawn[0].advice})" if withdrawn and withdrawn[0].advice
                else "was never released" if withdrawn else "is not in the matrix")
         asked = constraint.text.lstrip("=")
