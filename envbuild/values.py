@@ -32,34 +32,32 @@ def major_minor(release) -> str:
 
 
 class _Value:
-    """Immutable; equality, hash and order by `_key()`. Plain classes with __slots__, not
+    """Immutable; equality, hash and order by `_key`, a tuple of ints made once (these are
+    dictionary keys in the resolver's memos). Plain classes with __slots__, not
     dataclasses: this module is imported on every CLI start."""
 
-    __slots__ = ()
-
-    def _key(self) -> tuple[int, ...]:
-        raise NotImplementedError
+    __slots__ = ("_key",)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __eq__(self, other) -> bool:
-        return type(other) is type(self) and self._key() == other._key()
+        return type(other) is type(self) and self._key == other._key
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(self._key)
 
     def __lt__(self, other) -> bool:
-        return self._key() < other._key()
+        return self._key < other._key
 
     def __le__(self, other) -> bool:
-        return self._key() <= other._key()
+        return self._key <= other._key
 
     def __gt__(self, other) -> bool:
-        return self._key() > other._key()
+        return self._key > other._key
 
     def __ge__(self, other) -> bool:
-        return self._key() >= other._key()
+        return self._key >= other._key
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
@@ -87,6 +85,7 @@ class CudaVersion(_Value):
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "minor", minor)
         object.__setattr__(self, "patch", patch)
+        object.__setattr__(self, "_key", _padded(self.release))
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
@@ -103,9 +102,6 @@ class CudaVersion(_Value):
     def major_minor(self) -> str:
         return f"{self.major}.{self.minor}"
 
-    def _key(self) -> tuple[int, ...]:
-        return _padded(self.release)
-
     def __str__(self) -> str:
         return ".".join(map(str, self.release))
 
@@ -120,6 +116,7 @@ class DriverVersion(_Value):
     def __init__(self, text: str, parts: tuple[int, ...]):
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "_key", _padded(parts))
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
@@ -130,9 +127,6 @@ class DriverVersion(_Value):
         if found is None or found[0] < 10 or len(cleaned.split(".")[0]) < 2:
             raise ValueError(f"malformed driver version {text!r} (expected something like 535.104.05)")
         return cls(cleaned, found)
-
-    def _key(self) -> tuple[int, ...]:
-        return _padded(self.parts)
 
     def __str__(self) -> str:
         return self.text
@@ -147,6 +141,7 @@ class ComputeCapability(_Value):
     def __init__(self, major: int, minor: int):
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "minor", minor)
+        object.__setattr__(self, "_key", (major, minor))
 
     @classmethod
     def parse(cls, text: str | int, digits_alone: bool = True) -> ComputeCapability:
@@ -171,9 +166,6 @@ class ComputeCapability(_Value):
     @property
     def sm_name(self) -> str:
         return f"sm_{self.sm}"
-
-    def _key(self) -> tuple[int, int]:
-        return (self.major, self.minor)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

@@ -31,18 +31,39 @@ class Problem:
 
 def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """`check_build`, memoised on the request values the checks read."""
+    return list(_cached(b, req, ix, cuda_pin))
+
+
+def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
+    """No hard problem between build `b` and the request (memoised as `check_build_cached`)."""
+    return not any(not p.soft for p in _cached(b, req, ix, cuda_pin))
+
+
+def _cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     key = (id(b), cuda_pin, req.checks_key)
     found = ix.memo.get(key)
     if found is None:
         if len(ix.memo) > 200_000:
             ix.memo.clear()
         found = ix.memo[key] = check_build(b, req, ix, cuda_pin)
-    return list(found)
+    return found
 
 
 def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
     fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
+    # The links other than the GPUs' are memoised apart: the targets of a fleet differ
+    # only in their GPUs, so they share them.
+    key = ("host", id(b), cuda_pin, req.host_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _host_links(b, req, ix, cuda_pin)
+    before, after = found
+    return before + gpu_arch(b, req, ix) + after
+
+
+def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Problem], list[Problem]]:
+    """(the links checked before the GPUs', those checked after), in report order."""
     out: list[Problem] = []
     out += platform(b, req, ix)
     out += cuda_variant(b, req, cuda_pin)
@@ -51,10 +72,7 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     if not any(p.kind == "platform_unsupported" for p in out):
         out += wheel_platform(b, req)
     out += driver(b, req, ix)
-    out += gpu_arch(b, req, ix)
-    out += cudnn(b, req)
-    out += label_cudnn(b.framework, req, cuda_pin)
-    return out
+    return out, cudnn(b, req) + label_cudnn(b.framework, req, cuda_pin)
 
 
 def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
@@ -208,43 +226,69 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
 
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
+    hard = False
     for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
-        toolkit, build = _gpu_problems(b, g, ix)
-        out += toolkit
-        if any(not p.soft for p in out):
+        found = _toolkit_knows(b, g, ix)
+        out += found
+        hard = hard or any(not p.soft for p in found)
+        if hard:
             continue
-        out += build
-    if b.min_cc is None and req.known_gpus and not any(not p.soft for p in out):
+        found = _build_knows(b, g, ix)
+        out += found
+        hard = any(not p.soft for p in found)
+    if b.min_cc is None and req.known_gpus and not hard:
         # the row states no lowest GPU: the family's rule for the era decides (JAX dropped Kepler in 0.4.4)
         out += families.era_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True)
     return out
 
 
-def _gpu_problems(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], list[Problem]]:
-    """(the toolkit's problems, the build's own problems) of build `b` on GPU `g`,
-    memoised: a fleet checks every build against the same GPUs many times."""
-    key = ("gpu", id(b), g.resolved)
+# The answers for one build on one GPU depend on nothing else, and a fleet asks them for
+# every build on each of its GPUs in every resolve: they are memoised per (build, GPU).
+def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
+    if ix.toolkit_runs_on(b.cuda, g.cc):
+        return []
+    key = ("toolkit", id(b), g.label)
     found = ix.memo.get(key)
     if found is None:
-        build = _build_archs(b, g, ix)
+        found = ix.memo[key] = _toolkit_problems(b, g, ix)
+    return found
+
+
+def _build_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
+    key = ("build", id(b), g.label)
+    found = ix.memo.get(key)
+    if found is None:
+        found = _build_archs(b, g, ix)
         if b.min_cc is not None and g.cc < b.min_cc:
-            build.append(Problem("gpu_arch_unsupported",
+            found.append(Problem("gpu_arch_unsupported",
                                  f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
                                  f"your {g.label} is older, so the GPU must move",
                                  (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
                                  framework=b.framework))
-        found = ix.memo[key] = (_toolkit_knows(b, g, ix), build)
+        ix.memo[key] = found
     return found
 
 
-def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    if ix.toolkit_runs_on(b.cuda, g.cc):
-        return []
+def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     found = ix.toolkit_sms(b.cuda)
     if found is None:
         return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
-    sms, row = found
+    why, facts = _toolkit_why(b, g, ix)
+    return [Problem("gpu_arch_unsupported",
+                    f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; {why}, "
+                    f"so the CUDA variant (or the {b.framework} version) must move",
+                    facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def _toolkit_why(b: Build, g: Gpu, ix: Index) -> tuple[str, tuple[Fact, ...]]:
+    """Why the CUDA `b.cuda` toolkit cannot serve GPU `g`, and the fact behind it (the same
+    for every build of that CUDA)."""
+    key = ("toolkit_why", b.cuda, g.label)
+    found = ix.memo.get(key)
+    if found is not None:
+        return found
+    sms, row = ix.toolkit_sms(b.cuda)
     first, last, compat = ix.sm_span(g.cc)
     facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
     # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
@@ -258,10 +302,8 @@ def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
         why = f"CUDA {last} was the last toolkit for {g.label}"
     else:
         why = f"no CUDA toolkit in the matrix compiles for {g.label}"
-    return [Problem("gpu_arch_unsupported",
-                    f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; {why}, "
-                    f"so the CUDA variant (or the {b.framework} version) must move",
-                    facts, framework=b.framework, hints={"sm": g.sm})]
+    found = ix.memo[key] = (why, facts)
+    return found
 
 
 def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:

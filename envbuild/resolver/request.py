@@ -22,7 +22,7 @@ class Gpu:
     def sm(self) -> int:
         return self.cc.sm
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         return f"{self.resolved.name} (sm_{self.sm})" if self.cc else repr(self.resolved.name)
 
@@ -63,7 +63,12 @@ class Request:
     def checks_key(self) -> _Key:
         """What the checks of one build read from the request, as one dictionary key whose
         hash is computed once (a fleet's joint request has a hundred GPUs)."""
-        return _Key((self.platform, self.python, self.driver, tuple(g.resolved for g in self.gpus), self.cudnn))
+        return _Key((self.host_key, tuple(g.resolved for g in self.gpus)))
+
+    @functools.cached_property
+    def host_key(self) -> _Key:
+        """What the checks other than the GPUs' read from the request."""
+        return _Key((self.platform, self.python, self.driver, self.cudnn))
 
 
 class _Key(tuple):
