@@ -106,7 +106,7 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
         (a.problems if hard else a.warnings).append(p)
     choice = None
     if not a.problems:
-        choice, apart = combine(outcomes, req)
+        choice, apart = combine(outcomes, req, ix)
         a.problems += apart
     if choice is not None and not a.problems:
         _complete(a, choice)

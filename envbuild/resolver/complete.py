@@ -233,9 +233,22 @@ class Choice:
     installer: str
 
 
-def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
+def combine(outcomes: list[Outcome], req: Request, ix: Index | None = None) -> tuple[Choice | None, list[Problem]]:
     """The best joint choice of one viable build per framework, or the problems that
-    keep the frameworks apart."""
+    keep the frameworks apart. With `ix`, memoised on what it reads (the targets of a
+    fleet mostly have the same viable builds)."""
+    if ix is None:
+        return _combine(outcomes, req)
+    key = ("combine", tuple((o.name, tuple(map(id, o.viable))) for o in outcomes), req.installer, req.python,
+           req.platform)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _combine(outcomes, req)
+    choice, apart = found
+    return (None if choice is None else Choice(dict(choice.builds), choice.python, choice.installer)), list(apart)
+
+
+def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
     usable = [o for o in outcomes if o.viable]
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []
