@@ -36,7 +36,7 @@ class _Value:
     dictionary keys in the resolver's memos). Plain classes with __slots__, not
     dataclasses: this module is imported on every CLI start."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_hash")
 
     def __setattr__(self, name, value):
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -45,7 +45,11 @@ class _Value:
         return type(other) is type(self) and self._key == other._key
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return self._hash
+
+    def _keyed(self, key: tuple[int, ...]) -> None:
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
 
     def __lt__(self, other) -> bool:
         return self._key < other._key
@@ -85,7 +89,7 @@ class CudaVersion(_Value):
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "minor", minor)
         object.__setattr__(self, "patch", patch)
-        object.__setattr__(self, "_key", _padded(self.release))
+        self._keyed(_padded(self.release))
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
@@ -116,7 +120,7 @@ class DriverVersion(_Value):
     def __init__(self, text: str, parts: tuple[int, ...]):
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "parts", parts)
-        object.__setattr__(self, "_key", _padded(parts))
+        self._keyed(_padded(parts))
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
@@ -141,7 +145,7 @@ class ComputeCapability(_Value):
     def __init__(self, major: int, minor: int):
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "minor", minor)
-        object.__setattr__(self, "_key", (major, minor))
+        self._keyed((major, minor))
 
     @classmethod
     def parse(cls, text: str | int, digits_alone: bool = True) -> ComputeCapability:

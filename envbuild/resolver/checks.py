@@ -36,7 +36,11 @@ def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Prob
 
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
     """No hard problem between build `b` and the request (memoised as `check_build_cached`)."""
-    return not any(not p.soft for p in _cached(b, req, ix, cuda_pin))
+    key = ("passes", id(b), cuda_pin, req.checks_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = not any(not p.soft for p in _cached(b, req, ix, cuda_pin))
+    return found
 
 
 def _cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
@@ -227,10 +231,12 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
     hard = False
+    runs = ix.toolkit_runs(b.cuda)
     for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
-        found = _toolkit_knows(b, g, ix)
-        out += found
-        hard = hard or any(not p.soft for p in found)
+        if not runs.get(g.cc, False):
+            found = _toolkit_knows(b, g, ix)
+            out += found
+            hard = hard or any(not p.soft for p in found)
         if hard:
             continue
         found = _build_knows(b, g, ix)

@@ -114,11 +114,18 @@ class Index:
     def toolkit_runs_on(self, cuda: str, cc) -> bool:
         """Does code of the CUDA `cuda` toolkit run on a GPU of compute capability `cc`?
         (False when the matrix has no architecture list for it.)"""
-        key = (cuda, cc)
-        found = self._runs.get(key)
+        runs = self.toolkit_runs(cuda)
+        found = runs.get(cc)
         if found is None:
             sms = self.toolkit_sms(cuda)
-            found = self._runs[key] = sms is not None and runs_on(sms[0], cc)
+            found = runs[cc] = sms is not None and runs_on(sms[0], cc)
+        return found
+
+    def toolkit_runs(self, cuda: str) -> dict:
+        """compute capability -> `toolkit_runs_on(cuda, it)`, filled as GPUs are asked about."""
+        found = self._runs.get(cuda)
+        if found is None:
+            found = self._runs[cuda] = {}
         return found
 
     def sm_span(self, cc) -> tuple[Version | None, Version | None, Version | None]:
