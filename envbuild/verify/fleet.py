@@ -58,7 +58,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
         elif r.get("status") == "submitted-manually":
             status = "not_run"
         else:
-            status = "fail"
+            status, failed = "fail", ["scheduler.job"]
             checks = [{"name": "scheduler.job", "status": "fail", "required": True,
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
@@ -99,11 +99,22 @@ def summary_text(report: dict[str, Any]) -> str:
         if e["status"] == "not_run":
             extra = f" (submit {e['definition']})"
         failed = f": failed {', '.join(e['failed_required'])}" if e["failed_required"] else ""
+        if e["failed_required"] == ["scheduler.job"]:  # no report: the job's last words say why
+            failed = f": {_why(e['checks'][0].get('cause') or '')}"
         lines.append(f"{e['status'].upper():8} {e['name']:<20} {e['gpu']}{extra}{failed}")
     s = report["summary"]
     lines.append(f"verify: {s['pass']} passed, {s['fail']} failed, {s['not_run']} not run by envbuild "
                  f"({report['mode']} probe, {report['elapsed_s']} s)")
     return "\n".join(lines)
+
+
+def _why(output: str) -> str:
+    """The line of a failed job's output that says why: its last error line, else its last line."""
+    import re
+
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"error|denied|not found|unable|cannot|fatal", line, re.I)]
+    return (errors or lines or ["no output"])[-1][:300]
 
 
 _last = [0]
