@@ -23,7 +23,7 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
 
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
-                 timeout: float = 900, progress=None) -> dict[str, Any]:
+                 timeout: float = 900, kube_context: str | None = None, progress=None) -> dict[str, Any]:
     progress = progress or _progress_line
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -34,7 +34,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     for kind, jobs in by_kind.items():
         mod = module(kind)
         if hasattr(mod, "submit"):
-            kwargs = {"timeout": timeout} if kind == "slurm" else {}
+            kwargs = {"timeout": timeout, **({"context": kube_context} if kind == "k8s" else {})}
             for job_name, result in mod.submit(jobs, workdir, progress, **kwargs).items():
                 results[job_name] = result
         else:
