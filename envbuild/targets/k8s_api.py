@@ -73,11 +73,13 @@ def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float
     except ImportError:
         raise EnvironmentProblem(f"submitting Jobs to kube context {ctx.name!r} needs the kubernetes client", where="k8s",
                                  hint="pip install 'envbuild[k8s]'; or unset the context to get the manifests") from None
+    settings = client.Configuration()
     try:
-        api = config.new_client_from_config(context=ctx.name)
+        config.load_kube_config(context=ctx.name, client_configuration=settings)
     except config.ConfigException as exc:
         raise EnvironmentProblem(f"kube context {ctx.name!r} cannot be used: {exc}", where="k8s") from None
-    api.configuration.retries = 0  # a refused connection is an answer: no silent retries
+    settings.retries = 0  # a refused connection is an answer: no silent retries
+    api = client.ApiClient(settings)
     import yaml
 
     from envbuild import atomic
@@ -114,6 +116,8 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
                 continue
             status = _call(ctx, f"read Job {namespace}/{name}", batch.read_namespaced_job_status, name, namespace).status
             states[key] = "COMPLETE" if status.succeeded else "FAILED" if status.failed else "RUNNING" if status.active else "PENDING"
+            if states[key] != "COMPLETE" and _stuck(core, ctx, namespace, name):
+                states[key] = "FAILED"  # the container cannot start: waiting would only end at the deadline
         progress(f"verify: {sum(s in ('COMPLETE', 'FAILED') for s in states.values())}/{len(states)} done ("
                  + ", ".join(f"{k}: {s.lower()}" for k, s in states.items()) + ")")
         if all(s in ("COMPLETE", "FAILED") for s in states.values()):
@@ -134,6 +138,17 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
     return results
 
 
+# Reasons a pod's container waits that do not clear up on their own within a verify run.
+STUCK = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
+
+
+def _stuck(core, ctx, namespace: str, job_name: str) -> bool:
+    pods = _call(ctx, f"list the pods of Job {namespace}/{job_name}", core.list_namespaced_pod, namespace,
+                 label_selector=f"job-name={job_name}").items
+    return any(c.state and c.state.waiting and c.state.waiting.reason in STUCK
+               for p in pods for c in (p.status.init_container_statuses or []) + (p.status.container_statuses or []))
+
+
 def _pod_output(core, ctx, namespace: str, job_name: str) -> tuple[str, str]:
     """The log of the Job's newest pod, and why its container is not running (image pull errors)."""
     pods = _call(ctx, f"list the pods of Job {namespace}/{job_name}", core.list_namespaced_pod, namespace,
@@ -147,10 +162,14 @@ def _pod_output(core, ctx, namespace: str, job_name: str) -> tuple[str, str]:
         if waiting and waiting.reason:
             why += f"\n{c.name}: {waiting.reason}: {waiting.message or ''}".rstrip(": ")
     try:
-        log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="main", _request_timeout=REQUEST_TIMEOUT)
+        # the raw bytes: the client turns a log that is all JSON into a Python repr
+        # (kubernetes-client/python#811), and 36.x returns str(bytes) (#2596)
+        response = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="main",
+                                                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        log = response.data.decode("utf-8", errors="replace")
     except Exception:  # noqa: BLE001 - a container that never started has no log; `why` says so
         log = ""
-    return log or "", why
+    return log, why
 
 
 def _call(ctx: KubeContext, doing: str, method, *args, **kwargs):
