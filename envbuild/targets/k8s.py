@@ -16,7 +16,7 @@ KEYS = {
     "namespace": (str, "the namespace the Job is created in"),
     "node_selector": (dict, "extra node labels, e.g. {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}"),
     "tolerations": (list, "extra tolerations, as in a pod spec"),
-    "context": (str, "kubectl context to submit with (default: the current one)"),
+    "context": (str, "kube context `envbuild verify --fleet` submits with (default: the current one)"),
 }
 REQUIRED: tuple[str, ...] = ()
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -27,6 +27,7 @@ class KubeContext:
     name: str
     server: str
     namespace: str
+    kubeconfig: str  # the files, joined as KUBECONFIG joins them
 
 
 def _kubeconfig_files() -> list[Path]:
@@ -63,11 +64,16 @@ def context_to_use(requested: str | None) -> KubeContext | None:
                         hint=f"one of: {', '.join(sorted(contexts))}" if contexts else "create one with `kubectl config set-context`")
     ctx = contexts[name]
     server = (clusters.get(ctx.get("cluster")) or {}).get("server") or "(no server)"
-    return KubeContext(name=name, server=server, namespace=ctx.get("namespace") or "default")
+    return KubeContext(name=name, server=server, namespace=ctx.get("namespace") or "default",
+                       kubeconfig=os.pathsep.join(str(p) for p in files))
 
 
 def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float, poll: float) -> dict[str, dict]:
     """items: (Job, manifest dict) pairs. Returns {job name: result} as slurm.submit does."""
+    import yaml
+
+    from envbuild import atomic
+
     try:
         from kubernetes import client, config
     except ImportError:
@@ -75,18 +81,16 @@ def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float
                                  hint="pip install 'envbuild[k8s]'; or unset the context to get the manifests") from None
     settings = client.Configuration()
     try:
-        config.load_kube_config(context=ctx.name, client_configuration=settings)
+        # the files named explicitly: the client reads KUBECONFIG once, when it is imported
+        config.load_kube_config(config_file=ctx.kubeconfig, context=ctx.name, client_configuration=settings)
     except config.ConfigException as exc:
         raise EnvironmentProblem(f"kube context {ctx.name!r} cannot be used: {exc}", where="k8s") from None
     settings.retries = 0  # a refused connection is an answer: no silent retries
     api = client.ApiClient(settings)
-    import yaml
-
-    from envbuild import atomic
-
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     suffix = uuid.uuid4().hex[:5]  # a second run must not collide with Jobs the first left behind
     created: dict[str, tuple[str, str]] = {}  # job name -> (namespace, name in the cluster)
+    submitted: dict[str, dict] = {}
     try:
         for job, body in items:
             body = copy.deepcopy(body)
@@ -95,7 +99,9 @@ def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float
             _call(ctx, f"create Job {body['metadata']['name']} in namespace {namespace}",
                   batch.create_namespaced_job, namespace, body)
             created[job.name] = (namespace, body["metadata"]["name"])
-            atomic.write_text(workdir / f"{job.name}.yaml", yaml.safe_dump(body, sort_keys=False))  # what was submitted
+            submitted[job.name] = body
+        for key, body in submitted.items():  # what was submitted, once every Job was accepted
+            atomic.write_text(workdir / f"{key}.yaml", yaml.safe_dump(body, sort_keys=False))
         results = _wait(batch, core, ctx, created, workdir, progress, timeout, poll)
     finally:
         for namespace, name in created.values():  # background: the pods go with the Job
@@ -116,7 +122,7 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
                 continue
             status = _call(ctx, f"read Job {namespace}/{name}", batch.read_namespaced_job_status, name, namespace).status
             states[key] = "COMPLETE" if status.succeeded else "FAILED" if status.failed else "RUNNING" if status.active else "PENDING"
-            if states[key] != "COMPLETE" and _stuck(core, ctx, namespace, name):
+            if states[key] in ("PENDING", "RUNNING") and _stuck(core, ctx, namespace, name):
                 states[key] = "FAILED"  # the container cannot start: waiting would only end at the deadline
         progress(f"verify: {sum(s in ('COMPLETE', 'FAILED') for s in states.values())}/{len(states)} done ("
                  + ", ".join(f"{k}: {s.lower()}" for k, s in states.items()) + ")")
