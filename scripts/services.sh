@@ -239,7 +239,7 @@ EOF
   if [[ -n $remade ]] && alive "$S/slurmd.pid"; then
     log "restarting slurmd (the fake GPUs are devices now)"
     kill "$(cat "$S/slurmd.pid")"
-    for ((i = 0; i < 50; i++)); do alive "$S/slurmd.pid" || break; sleep 0.1; done
+    for ((i = 0; i < 50; i++)); do alive "$S/slurmd.pid" 2>/dev/null || break; sleep 0.1; done
   fi
   if ! alive "$S/slurmd.pid"; then
     log "starting slurmd"
