@@ -222,3 +222,14 @@ def test_how_docker_and_podman_ask_for_gpus(tmp_path, runtime, devices, expected
         assert "scheduler.devices" in done.stderr and "cdi (docker or podman) or gpus (docker's --gpus only)" in done.stderr
     else:
         assert done.returncode == 0 and expected in done.stdout and "nvidia.com/gpu" not in done.stdout
+
+
+def test_jobs_still_running_at_the_timeout_are_cancelled(tmp_path, slurm_env):
+    done = _cli(slurm_env, "verify", "img:1", "--fleet", _fleet(tmp_path), "--target", "v100", "--static",
+                "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"), "--timeout", "0")
+    assert done.returncode == 1, done.stderr
+    [target] = json.loads((tmp_path / "v.json").read_text())["targets"]
+    assert target["status"] == "fail" and target["state"] == "CANCELLED after 0 s (envbuild verify --timeout)"
+    state = subprocess.run(["scontrol", "show", "job", "-o", target["scheduler_job"]], env=slurm_env,
+                           capture_output=True, text=True).stdout
+    assert "JobState=CANCELLED" in state  # not left queued or running
