@@ -8,7 +8,7 @@ where no container runtime exists (the probe's static part only needs the standa
 
 Docker and Podman run outside the job's cgroup, so they are told which GPUs Slurm gave the
 job: Slurm's global GPU IDs (SLURM_JOB_GPUS, never relative to a device cgroup) become the
-CDI device names of the NVIDIA Container Toolkit, `--device nvidia.com/gpu=<id>` (Docker 25+
+CDI device names of the NVIDIA Container Toolkit, `--device nvidia.com/gpu=<id>` (a Docker engine
 with CDI, Podman 4.1+), or `--gpus device=<ids>` for Docker's legacy NVIDIA runtime hook
 (`devices: gpus`).
 """
