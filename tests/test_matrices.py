@@ -42,6 +42,7 @@ KEYS = {
                                                             "min_compute_capability"), ()),
     "cupy": (lambda r: [(r.package, r.cupy_versions)], ("cuda_min", "cuda_max"), ("cupy_versions", "python")),
     "base_images": (lambda r: [r.ref], ("framework_version", "cuda", "cudnn", "python"), ()),
+    "base_families": (lambda r: [r.family], (), ()),
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
@@ -283,6 +284,15 @@ def test_base_image_filters(m):
     ec2 = L.base_images(m, family="dlc", sagemaker=False)
     assert ec2 and not any("sagemaker" in i.ref for i in ec2)
     assert L.base_images(m, family="cuda", cuda="99") == []
+
+
+def test_every_base_family_has_its_dockerfile_data(m):
+    from envbuild.model import BASE_FAMILIES
+
+    families = {row.family for row in m.base_families}
+    assert families == set(BASE_FAMILIES) - {"auto"} == {row.family for row in m.base_images}
+    assert [row.family for row in m.base_families if not row.image_python] == ["cuda"]
+    assert all(row.dockerfile_comment.strip() for row in m.base_families)
 
 
 def test_dlc_region_rewrite():

@@ -36,6 +36,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
+    "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
@@ -64,6 +65,7 @@ class Matrices:
     rapids: tuple[t.RapidsRelease, ...] = ()
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
+    base_families: tuple[t.BaseFamily, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     installer_pythons: tuple[t.InstallerPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()

@@ -196,6 +196,15 @@ class BaseImage(Row):
 
 
 @dataclass(frozen=True)
+class BaseFamily(Row):
+    """What the Dockerfile template needs to know about the bases of one family."""
+
+    family: str = ""  # dlc | pytorch | rapids | tensorflow | cuda
+    image_python: bool = True  # the bases bring the python3 the installer runs with (nvidia/cuda: none)
+    dockerfile_comment: str = ""  # opens the rendered Dockerfile, one "# " line per line
+
+
+@dataclass(frozen=True)
 class DistributionPython(Row):
     """The python3 an OS release's own archive installs (what `apt-get install python3`
     gives on an OS-only base)."""
