@@ -46,7 +46,6 @@ KNOWN_VIOLATIONS = {
     "envbuild.image.make -> envbuild.verify": "`envbuild image` runs the verification gate itself",
     "envbuild.image.make -> envbuild.verify.summary": "the same gate prints the verification summary",
     "envbuild.verify.runner -> envbuild.resolver": "verify re-resolves the spec to know what to expect",
-    "envbuild.matrix.refresh -> envbuild.resolver.builds": "the refresh reads PYTHONS from the resolver",
     # package cycles; the edges that close them
     "cycle: commands -> fleet": "targets.image_ref imports commands._build_inputs (lock_dir_for)",
     "cycle: commands -> image": "targets.image_ref imports commands._build_inputs (lock_dir_for)",
@@ -65,8 +64,6 @@ KNOWN_VIOLATIONS = {
     "cycle: targets -> verify": "verify.fleet imports targets.job; targets.slurm imports verify.runner (_parse_probe_output)",
     "cycle: verify -> fleet": "verify.fleet imports fleet (Target); fleet.validate imports targets, which imports verify",
     "cycle: verify -> spec": "verify.runner imports spec; spec.validate imports fleet, which reaches verify through targets",
-    "cycle: matrix -> resolver": "matrix.refresh imports resolver.builds (PYTHONS); the resolver reads the matrices",
-    "cycle: resolver -> matrix": "matrix.refresh imports resolver.builds (PYTHONS); the resolver reads the matrices",
 }
 
 

@@ -53,6 +53,7 @@ KEYS = {
     "mig_floors": (lambda r: [r.parent], ("min_driver", "min_cuda"), ()),
     "mig_profiles": (lambda r: [(r.parent, r.parent_memory_gb, r.name)], (), ()),
     "cloud_instances": (lambda r: [r.instance_type], (), ()),
+    "pythons": (lambda r: [r.version], ("version",), ()),
 }
 
 
@@ -293,6 +294,13 @@ def test_every_base_family_has_its_dockerfile_data(m):
     assert families == set(BASE_FAMILIES) - {"auto"} == {row.family for row in m.base_images}
     assert [row.family for row in m.base_families if not row.image_python] == ["cuda"]
     assert all(row.dockerfile_comment.strip() for row in m.base_families)
+
+
+def test_known_pythons_are_ordered_and_cover_every_base_image(m):
+    known = L.pythons(m)
+    assert list(known) == sorted(known, key=Version) and known[0] == "2.7"
+    assert {row.python for row in m.base_images if row.python} <= set(known)
+    assert all(row.first_release and row.pep for row in m.pythons)
 
 
 def test_dlc_region_rewrite():

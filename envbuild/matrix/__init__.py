@@ -45,6 +45,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "mig_floors": ("mig.yaml", "floors", t.MigFloor),
     "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
+    "pythons": ("pythons.yaml", "releases", t.PythonRelease),
 }
 
 
@@ -76,6 +77,7 @@ class Matrices:
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()
+    pythons: tuple[t.PythonRelease, ...] = ()
 
 
 def _freeze(value: Any) -> Any:

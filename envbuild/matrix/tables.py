@@ -176,6 +176,16 @@ class WheelRelease(Row):
     pins: tuple[tuple[str, str], ...] = ()
 
 
+# --- matrices/pythons.yaml --------------------------------------------------------------------
+@dataclass(frozen=True)
+class PythonRelease(Row):
+    """A CPython feature release envbuild knows."""
+
+    version: str = ""  # major.minor: "3.12"
+    first_release: str | None = None  # date of the x.y.0 release
+    pep: int | None = None  # the release schedule PEP
+
+
 # --- matrices/base_images.yaml ----------------------------------------------------------------
 @dataclass(frozen=True)
 class BaseImage(Row):
