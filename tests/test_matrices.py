@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import re
+from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -54,6 +55,7 @@ KEYS = {
     "mig_profiles": (lambda r: [(r.parent, r.parent_memory_gb, r.name)], (), ()),
     "cloud_instances": (lambda r: [r.instance_type], (), ()),
     "pythons": (lambda r: [r.version], ("version",), ()),
+    "packages": (lambda r: [r.name], (), ()),
 }
 
 
@@ -71,7 +73,7 @@ def test_rows_have_sources_and_unique_keys(m, table):
     key, _, _ = KEYS[table]
     seen = collections.Counter(k for row in getattr(m, table) for k in key(row))
     assert [k for k, n in seen.items() if n > 1] == []
-    assert all(row.source and row.source.strip() for row in getattr(m, table))
+    assert all((row.source or row.reason).strip() for row in getattr(m, table))
 
 
 @pytest.mark.parametrize("table", sorted(KEYS))
@@ -301,6 +303,24 @@ def test_known_pythons_are_ordered_and_cover_every_base_image(m):
     assert list(known) == sorted(known, key=Version) and known[0] == "2.7"
     assert {row.python for row in m.base_images if row.python} <= set(known)
     assert all(row.first_release and row.pep for row in m.pythons)
+
+
+def test_package_sets_are_read_from_the_one_table(m):
+    from envbuild import package_sets
+
+    by_set: dict[str, list[str]] = {}
+    for row in m.packages:
+        assert row.sets, row.name
+        for name in row.sets:
+            by_set.setdefault(name, []).append(row.name)
+    assert package_sets._sets() == {name: tuple(names) for name, names in by_set.items()}
+    # the lock writes its CUDA constraints in this order
+    assert package_sets.package_set("cuda_variant") == ("cudatoolkit", "pytorch-cuda", "cuda-version")
+    # every set the code asks for exists (an unknown one is a KeyError at run time)
+    root = Path(package_sets.__file__).parent
+    used = {found for path in root.rglob("*.py")
+            for found in re.findall(r'package_(?:set|frozenset)\("([a-z_]+)"\)', path.read_text())}
+    assert used == set(by_set)
 
 
 def test_dlc_region_rewrite():

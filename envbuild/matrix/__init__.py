@@ -46,6 +46,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
     "pythons": ("pythons.yaml", "releases", t.PythonRelease),
+    "packages": ("packages.yaml", "packages", t.Package),
 }
 
 
@@ -78,6 +79,7 @@ class Matrices:
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()
     pythons: tuple[t.PythonRelease, ...] = ()
+    packages: tuple[t.Package, ...] = ()
 
 
 def _freeze(value: Any) -> Any:
@@ -98,8 +100,8 @@ def _row(row_type: type, raw: Any, where: str):
     unknown = sorted(set(raw) - names - {"note", "notes"})
     if unknown:
         raise MatrixError(f"{where}: unknown field(s) {', '.join(unknown)} for {row_type.__name__}")
-    if not raw.get("source"):
-        raise MatrixError(f"{where}: every row needs a source")
+    if not raw.get("source") and not raw.get("reason"):
+        raise MatrixError(f"{where}: every row needs a source (or, for envbuild's own decision, a reason)")
     values = {k: _freeze(v) for k, v in raw.items() if k in names}
     try:
         return row_type(**values)

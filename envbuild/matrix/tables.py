@@ -2,7 +2,8 @@
 
 One frozen dataclass per table in `matrices/`. Every row carries `source` (where the
 fact was read), `inferred` (derived rather than read verbatim) and `secondary` (read
-only in a third-party copy of the primary source). Versions are kept as strings in
+only in a third-party copy of the primary source); a row that records a decision of
+envbuild's rather than a fact carries `reason` instead of `source`. Versions are kept as strings in
 the form the source uses; use `packaging.version.Version` / `SpecifierSet` on them
 through the helpers in `envbuild.versions`.
 """
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Row:
-    source: str
+    source: str = ""
     inferred: bool = False
     secondary: bool = False
+    reason: str = ""  # why, where the row is envbuild's own decision rather than a sourced fact
 
 
 # --- matrices/cuda_driver.yaml -------------------------------------------------------
@@ -174,6 +176,15 @@ class WheelRelease(Row):
     cuda_aarch64: str | None = None  # torch: the same for the Linux aarch64 wheel (None: CPU-only or not read)
     # jax: the artefacts each CUDA extra pins: (("cuda12", "jaxlib==0.4.36 jax-cuda12-plugin==0.4.36"),)
     pins: tuple[tuple[str, str], ...] = ()
+
+
+# --- matrices/packages.yaml -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Package(Row):
+    """A package name and the named sets the stages share it in (read via envbuild.package_sets)."""
+
+    name: str = ""
+    sets: tuple[str, ...] = ()
 
 
 # --- matrices/pythons.yaml --------------------------------------------------------------------
