@@ -56,6 +56,9 @@ KEYS = {
     "cloud_instances": (lambda r: [r.instance_type], (), ()),
     "pythons": (lambda r: [r.version], ("version",), ()),
     "packages": (lambda r: [r.name], (), ()),
+    "target_glibc": (lambda r: [r.os], ("glibc",), ()),
+    "target_defaults": (lambda r: ["defaults"], ("glibc", "linux"), ()),
+    "target_archspec": (lambda r: [r.platform], (), ()),
 }
 
 
@@ -321,6 +324,11 @@ def test_package_sets_are_read_from_the_one_table(m):
     used = {found for path in root.rglob("*.py")
             for found in re.findall(r'package_(?:set|frozenset)\("([a-z_]+)"\)', path.read_text())}
     assert used == set(by_set)
+
+
+def test_lock_targets(m):
+    assert len(m.target_defaults) == 1  # one statement of the target when its OS is unknown
+    assert {row.platform for row in m.target_archspec} == {"linux-64", "linux-aarch64"}
 
 
 def test_dlc_region_rewrite():

@@ -47,6 +47,9 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
     "pythons": ("pythons.yaml", "releases", t.PythonRelease),
     "packages": ("packages.yaml", "packages", t.Package),
+    "target_glibc": ("lock_targets.yaml", "glibc", t.TargetGlibc),
+    "target_defaults": ("lock_targets.yaml", "defaults", t.TargetDefaults),
+    "target_archspec": ("lock_targets.yaml", "archspec", t.TargetArchspec),
 }
 
 
@@ -80,6 +83,9 @@ class Matrices:
     family_rules: tuple[t.FamilyRule, ...] = ()
     pythons: tuple[t.PythonRelease, ...] = ()
     packages: tuple[t.Package, ...] = ()
+    target_glibc: tuple[t.TargetGlibc, ...] = ()
+    target_defaults: tuple[t.TargetDefaults, ...] = ()
+    target_archspec: tuple[t.TargetArchspec, ...] = ()
 
 
 def _freeze(value: Any) -> Any:

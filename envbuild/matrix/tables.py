@@ -178,6 +178,31 @@ class WheelRelease(Row):
     pins: tuple[tuple[str, str], ...] = ()
 
 
+# --- matrices/lock_targets.yaml ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetGlibc(Row):
+    """The glibc of a base image's OS, as the lock states it to the solver (__glibc)."""
+
+    os: str = ""  # the OS label of base image tags: "ubuntu22.04"
+    glibc: str = ""
+
+
+@dataclass(frozen=True)
+class TargetDefaults(Row):
+    """__glibc and __linux when the base image's OS is not known."""
+
+    glibc: str = ""
+    linux: str = ""
+
+
+@dataclass(frozen=True)
+class TargetArchspec(Row):
+    """The archspec microarchitecture family of a conda platform (__archspec)."""
+
+    platform: str = ""  # linux-64
+    archspec: str = ""  # x86_64
+
+
 # --- matrices/packages.yaml -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Package(Row):
