@@ -14,8 +14,6 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
 import image_support as support
 from envbuild import __version__
 from envbuild.dockerfile import render

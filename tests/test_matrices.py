@@ -331,6 +331,14 @@ def test_lock_targets(m):
     assert {row.platform for row in m.target_archspec} == {"linux-64", "linux-aarch64"}
 
 
+def test_a_row_needs_a_source_or_a_reason(tmp_path):
+    (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler], reason: 'a rule'}\n")
+    assert matrix.load_from(tmp_path, use_cache=False).packages[0].reason == "a rule"
+    (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler]}\n")
+    with pytest.raises(matrix.MatrixError, match=r"packages.yaml:packages\[0\]: every row needs a source"):
+        matrix.load_from(tmp_path, use_cache=False)
+
+
 def test_dlc_region_rewrite():
     ref = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
     assert L.dlc_ref_in_region(ref, "eu-west-1") == ref.replace("us-east-1", "eu-west-1")

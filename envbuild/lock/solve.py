@@ -8,9 +8,9 @@ from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
 from envbuild.lock.gpu import FRAMEWORK_PACKAGES, is_gpu_build, variant_problem
 from envbuild.lock.request import SolveRequest
-from envbuild.package_sets import package_frozenset
 from envbuild.lock.virtual import VirtualPackage
 from envbuild.model import Conflict, Fix
+from envbuild.package_sets import package_frozenset
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 One frozen dataclass per table in `matrices/`. Every row carries `source` (where the
 fact was read), `inferred` (derived rather than read verbatim) and `secondary` (read
 only in a third-party copy of the primary source); a row that records a decision of
-envbuild's rather than a fact carries `reason` instead of `source`. Versions are kept as strings in
-the form the source uses; use `packaging.version.Version` / `SpecifierSet` on them
-through the helpers in `envbuild.versions`.
+envbuild's rather than a fact carries `reason` instead of `source`. Versions are kept
+as strings in the form the source uses; use `packaging.version.Version` /
+`SpecifierSet` on them through the helpers in `envbuild.versions`.
 """
 from __future__ import annotations
 
