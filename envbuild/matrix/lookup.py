@@ -234,18 +234,17 @@ def max_cuda_for_driver(m: Matrices, driver: str, platform: str = "linux-64") ->
     return cuda, DriverCuda(driver, cuda, native_mm, rule, best.source, secondary=best.secondary)
 
 
-# Frameworks whose arch lists use TensorFlow's notation, where `compute_XY` embeds the SASS
-# of XY as well as its PTX (TensorFlow's .bazelrc: "`compute_XY` enables PTX embedding in
-# addition to SASS"); in PyTorch's lists `compute_XY` is the PTX alone.
-PTX_ENTRY_HAS_SASS = frozenset({"tensorflow"})
-
-
 def spelled_out_archs(framework: str, archs) -> tuple[str, ...]:
-    """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only
-    (TensorFlow's `compute_XY` becomes `sm_XY compute_XY`)."""
+    """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only.
+    Where a framework's `compute_XY` embeds the SASS of XY as well (its plugin's
+    `ptx_entry_has_sass`: TensorFlow), it becomes `sm_XY compute_XY`; in PyTorch's lists
+    `compute_XY` is the PTX alone."""
+    from envbuild import frameworks
+
+    sass_too = framework in frameworks.names() and frameworks.get(framework).ptx_entry_has_sass
     out: list[str] = []
     for a in archs or ():
-        if framework in PTX_ENTRY_HAS_SASS and a.startswith("compute_"):
+        if sass_too and a.startswith("compute_"):
             out.append("sm_" + a[len("compute_"):])
         out.append(a)
     return tuple(dict.fromkeys(out))
