@@ -42,6 +42,8 @@ class Framework:
     in_dlc: bool = False  # AWS Deep Learning Containers carry it
 
     # --- lock ------------------------------------------------------------------------------------
+    pip_names: tuple[str, ...] = ()  # its pip distributions, as the image's installed versions name them
+    pip_name_prefixes: tuple[str, ...] = ()  # ... and the prefixes of those that carry a CUDA variant
     conda_packages: tuple[str, ...] = ()  # conda records with its compiled code, in search order
     has_cpu_builds: bool = False  # CPU builds share the package name: the build string must say cuda
     # conda records published as CPU and GPU builds under one name (and CPU/GPU selectors)

@@ -17,6 +17,7 @@ class Cupy(Framework):
     # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
     # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
     # whose record shows the CUDA variant.
+    pip_name_prefixes = ("cupy-cuda",)  # cupy-cuda12x, cupy-cuda102
     conda_packages = ("cupy", "cupy-core")
     variant_records = ("cupy", "cupy-core")
 

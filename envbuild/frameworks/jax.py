@@ -9,6 +9,8 @@ class Jax(Framework):
     aliases = ("jaxlib",)
     cuda_in_name = ((r"^jax-cuda(\d+)-(?:plugin|pjrt)$", "major"),)  # jax-cuda12-plugin
     table = "jax"
+    pip_names = ("jax",)
+    pip_name_prefixes = ("jax-cuda",)  # jax-cuda12-plugin, jax-cuda12-pjrt
     conda_packages = ("jaxlib",)
     has_cpu_builds = True
     variant_records = ("jaxlib",)

@@ -13,6 +13,7 @@ class PyTorch(Framework):
     lists_archs = True
     base_family = "pytorch"
     in_dlc = True
+    pip_names = ("torch",)
     conda_packages = ("pytorch",)
     has_cpu_builds = True
     variant_records = ("pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly")

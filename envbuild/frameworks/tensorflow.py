@@ -13,6 +13,7 @@ class TensorFlow(Framework):
     ptx_entry_has_sass = True
     base_family = "tensorflow"
     in_dlc = True
+    pip_name_prefixes = ("tensorflow",)  # tensorflow, tensorflow-gpu
     conda_packages = ("tensorflow-base", "tensorflow-gpu", "tensorflow")
     has_cpu_builds = True
     variant_records = ("tensorflow", "tensorflow-base", "tensorflow-gpu")
