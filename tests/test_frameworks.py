@@ -39,7 +39,6 @@ ALLOWED: dict[tuple[str, str], str] = {
                           'jax_versions)))'): _JAX_PROJECT,
     ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, PYTHONS, pure=package == "jax")'): _JAX_PROJECT,
     ("matrix/refresh.py", 'if package == "jax":'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'plan["jax"] = {r.version for r in m.jax}'): _JAX_PROJECT,
     ("matrix/refresh.py", 'known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},'):
         "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
     ("matrix/refresh.py", '"tensorflow": {r.version for r in m.tensorflow}}'):

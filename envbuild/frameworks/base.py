@@ -84,6 +84,20 @@ class Framework:
         `version(text, what)` parses a version or raises the CLI's error."""
         return None
 
+    # --- `envbuild matrix refresh` (matrices/wheels.yaml) -------------------------------------------
+    def index_releases(self, m: Any) -> dict[str, set[str]]:
+        """PyPI project -> the releases its rows name, whose wheels to record."""
+        return {}
+
+    def index_projects(self, m: Any) -> set[str]:
+        """Further PyPI projects to read: artefacts its releases pin, wheels its rows name by series."""
+        return set()
+
+    def index_series(self, m: Any, files: dict) -> dict[str, set[str]]:
+        """PyPI project -> the releases on the index of the series its rows name
+        (`files`: project -> `envbuild.matrix.wheels.by_version` of its index page)."""
+        return {}
+
     def matrix_columns(self, rows: list, archs: Any, marks: Any) -> tuple[list[str], list[list[str]]]:
         """`envbuild matrix NAME`'s table: (headers, one row of cells per matrix row).
         `archs(list)` and `marks(row)` format arch lists and inferred/secondary marks."""

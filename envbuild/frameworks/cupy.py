@@ -108,6 +108,22 @@ class Cupy(Framework):
         v = version(query, "CuPy version")
         return [r for r in rows if SpecifierSet(r.cupy_versions).contains(v, prereleases=True)]
 
+    def index_projects(self, m):
+        return {r.package for r in m.cupy if r.installer == "pip"}
+
+    def index_series(self, m, files):
+        from packaging.specifiers import SpecifierSet
+
+        from envbuild.matrix import wheels as w
+
+        plan: dict[str, set[str]] = {}
+        for r in m.cupy:
+            if r.installer != "pip" or r.package not in files:
+                continue
+            spec = SpecifierSet(r.cupy_versions or "")
+            plan[r.package] = {str(v) for v in w.released_versions(files[r.package]) if spec.contains(v)}
+        return plan
+
     def matrix_columns(self, rows, archs, marks):
         return (["package", "cupy versions", "cuda", "python", ""],
                 [[r.package, r.cupy_versions, f"{r.cuda_min}-{r.cuda_max}", r.python or "?", marks(r).strip()]

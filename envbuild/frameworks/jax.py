@@ -63,6 +63,14 @@ class Jax(Framework):
             return [], False
         return [jax] + pinned, False
 
+    def index_releases(self, m):
+        return {"jax": {r.version for r in m.jax}}
+
+    def index_projects(self, m):
+        """jaxlib and the CUDA plugins (and their PJRT runtimes) the releases' extras pin."""
+        majors = {major for r in m.jax for major in r.cuda_majors}
+        return {"jaxlib"} | {f"jax-cuda{mj}-{kind}" for mj in majors for kind in ("plugin", "pjrt")}
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "cuda majors", "cuda", "pip extras", "python", "cudnn >=", "driver >=", ""],
                 [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(f">={c}" for _, c in r.cuda_min) or "?",

@@ -55,6 +55,9 @@ class PyTorch(Framework):
         # PyPI holds one CUDA build; the others share its Pythons
         return [table.exact("torch", b.version)], not b.pypi_default
 
+    def index_releases(self, m):
+        return {"torch": {r.version for r in m.pytorch if r.installer == "pip"}}
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"],
                 [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),

@@ -54,6 +54,22 @@ class Rapids(Framework):
         series = Version(b.version).release[:2]
         return [table.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in _LIBRARIES], False
 
+    def index_projects(self, m):
+        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
+
+    def index_series(self, m, files):
+        from packaging.version import Version
+
+        from envbuild.matrix import wheels as w
+
+        plan: dict[str, set[str]] = {}
+        for r in m.rapids:
+            series = Version(r.version).release[:2]
+            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
+                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
+                plan.setdefault(name, set()).update(found)
+        return plan
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
                 [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",

@@ -53,6 +53,12 @@ class TensorFlow(Framework):
                        f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
                        framework=b.framework)
 
+    def index_releases(self, m):
+        plan: dict[str, set[str]] = {}
+        for r in m.tensorflow:
+            plan.setdefault(_wheel_name(r.version), set()).add(r.version)
+        return plan
+
     def matrix_columns(self, rows, archs, marks):
         from envbuild.matrix.lookup import spelled_out_archs
 
