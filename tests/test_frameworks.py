@@ -37,7 +37,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("matrix/refresh.py", 'jax_versions = sorted(plan.get("jax", set()), key=Version)'): _JAX_PROJECT,
     ("matrix/refresh.py", 'jax_meta = dict(zip(jax_versions, pool.map(lambda v: _pure_metadata(index, grouped["jax"], v), '
                           'jax_versions)))'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, PYTHONS, pure=package == "jax")'): _JAX_PROJECT,
+    ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, known, pure=package == "jax")'): _JAX_PROJECT,
     ("matrix/refresh.py", 'if package == "jax":'): _JAX_PROJECT,
     ("matrix/refresh.py", 'known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},'):
         "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
@@ -58,7 +58,7 @@ def test_registry_lists_exactly_the_five_frameworks():
     assert tuple(p.name for p in frameworks.all()) == NAMES
     assert FRAMEWORKS == NAMES  # the model's list is the registry's
     assert sorted(p.stem for p in PACKAGE.joinpath("frameworks").glob("*.py")
-                  if p.stem not in ("__init__", "base")) == sorted(NAMES)
+                  if p.stem not in ("__init__", "base", "build")) == sorted(NAMES)
     with pytest.raises(KeyError):
         frameworks.get("keras")
 

@@ -337,7 +337,7 @@ def _refresh(args) -> int:
     m = matrix.load_from(directory, use_cache=False)
     index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
     started = time.perf_counter()
-    result = refresh.read(m, index)
+    result = refresh.read(m, index, frameworks.all())
     seconds = time.perf_counter() - started
     changes, count = refresh.diff(refresh.rows_of(m), result.rows)
     today = datetime.date.today().isoformat()

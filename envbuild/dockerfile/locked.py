@@ -82,10 +82,9 @@ def locked_files(lock: LockInput) -> list[LockedFile]:
 def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions the image installs of the frameworks' packages and the key libraries."""
     from envbuild import frameworks as plugins
-    from envbuild.lock.gpu import all_framework_packages
 
     wanted = {normalize(n) for n in KEY_LIBRARIES}
-    wanted |= {normalize(n) for n in all_framework_packages()}
+    wanted |= {normalize(n) for p in plugins.all() for n in p.conda_packages}
     wanted |= {normalize(f) for f in frameworks}
     # pip names of the frameworks: torch, cupy-cuda12x, jax-cuda12-plugin, tensorflow...
     wanted |= {n for p in plugins.all() for n in p.pip_names}

@@ -13,11 +13,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+# Canonical names, in the order envbuild lists them; each is a module of this package.
+from envbuild.model import FRAMEWORKS as _NAMES
+
 if TYPE_CHECKING:
     from envbuild.frameworks.base import Framework
-
-# Canonical names, in the order envbuild lists them; each is a module of this package.
-_NAMES = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
 
 _plugins: dict[str, Framework] = {}
 _aliases: dict[str, str] = {}

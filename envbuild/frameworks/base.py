@@ -34,7 +34,8 @@ class Framework:
     versions_are_series: bool = False  # rows name major series ("13"), not releases
     lists_platforms: bool = False  # rows list every platform built: a missing one is a fact
     lists_archs: bool = False  # rows record compiled archs: a missing list is an unknown fact
-    ptx_entry_has_sass: bool = False  # `compute_XY` in its arch lists embeds SASS too
+    # `compute_XY` in its arch lists embeds SASS too (in PyTorch's lists it is the PTX alone)
+    ptx_entry_has_sass: bool = False
 
     # --- installing ----------------------------------------------------------------------------
     conda_first: bool = False  # its documentation installs with conda before pip
@@ -53,7 +54,7 @@ class Framework:
     query_installer: bool = False  # offer --installer
 
     def builds(self, m: Any, minors: list[str]) -> list:
-        """Its matrix rows -> `envbuild.resolver.builds.Build`s (`minors`: every CUDA
+        """Its matrix rows -> `envbuild.frameworks.build.Build`s (`minors`: every CUDA
         major.minor NVIDIA published, for rows that give a CUDA range)."""
         raise NotImplementedError
 
@@ -66,18 +67,29 @@ class Framework:
         installs for `b`, one group per distribution, and whether they only stand in."""
         return [], False
 
-    def candidates(self, constraint: Any, ix: Any) -> list | None:
-        """The builds a version constraint selects, when that is not "the builds of every
-        release the constraint contains" (None)."""
+    def candidates(self, constraint: Any, pinned: Any, ix: Any) -> list | None:
+        """The builds a version constraint selects (`pinned`: the one release it pins, or
+        None), when that is not "the builds of every release the constraint contains" (None)."""
         return None
 
     def needs_devel(self, cuda: str) -> str | None:
         """Why an image for it on CUDA `cuda` must be a devel flavour, or None."""
         return None
 
-    def windows_problem(self, b: Any) -> Any:
-        """A `Problem` when build `b` has no native-Windows GPU build, or None."""
+    def windows_problem(self, b: Any) -> tuple[str, str] | None:
+        """(why, the matrix fact behind it) when build `b` has no native-Windows GPU build, or None."""
         return None
+
+    def spelled_out_archs(self, archs: Any) -> tuple[str, ...]:
+        """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only.
+        Where its `compute_XY` embeds the SASS of XY as well (`ptx_entry_has_sass`), it
+        becomes `sm_XY compute_XY`."""
+        out: list[str] = []
+        for a in archs or ():
+            if self.ptx_entry_has_sass and a.startswith("compute_"):
+                out.append("sm_" + a[len("compute_"):])
+            out.append(a)
+        return tuple(dict.fromkeys(out))
 
     def select_rows(self, rows: tuple, query: str, version: Any) -> list | None:
         """`envbuild matrix NAME QUERY` rows, when QUERY is not a version constraint (None).

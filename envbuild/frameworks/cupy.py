@@ -24,7 +24,7 @@ class Cupy(Framework):
     def builds(self, m, minors):
         """CuPy rows name a wheel (or conda-forge's `cupy`) and the CuPy releases shipped under
         it (a specifier). The releases themselves are every major series any row admits."""
-        from envbuild.resolver.builds import Build, _minors_between, _pythons
+        from envbuild.frameworks.build import Build, _minors_between, _pythons
 
         out = []
         versions = release_versions(m.cupy)
@@ -55,16 +55,13 @@ class Cupy(Framework):
             return Pins(conda=(release, cuda))
         return Pins(pip=(release,))
 
-    def candidates(self, constraint, ix):
+    def candidates(self, constraint, pinned, ix):
         """CuPy builds are per major series ("13"); a pinned release ("13.4.1") replaces the
         series in the builds whose wheel ships it."""
         import dataclasses
 
         from packaging.specifiers import SpecifierSet
 
-        from envbuild.resolver.complete import _pinned
-
-        pinned = _pinned(constraint)
         if pinned is None:
             series = {s for s in ix.versions.get(self.name, []) if any(constraint.contains(f"{s}.{minor}") for minor in range(20))}
             return [b for b in ix.builds.get(self.name, []) if b.version in series]

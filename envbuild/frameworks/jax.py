@@ -16,7 +16,7 @@ class Jax(Framework):
     variant_records = ("jaxlib",)
 
     def builds(self, m, minors):
-        from envbuild.resolver.builds import Build, _pythons
+        from envbuild.frameworks.build import Build, _pythons
         from envbuild.versions import parse_version
 
         out = []

@@ -20,7 +20,7 @@ class PyTorch(Framework):
     query_installer = True
 
     def builds(self, m, minors):
-        from envbuild.resolver.builds import Build, _pythons
+        from envbuild.frameworks.build import Build, _pythons
         from envbuild.versions import cuda_to_local
 
         out = []

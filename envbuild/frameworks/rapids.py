@@ -16,7 +16,7 @@ class Rapids(Framework):
     conda_packages = ("rapids",)
 
     def builds(self, m, minors):
-        from envbuild.resolver.builds import Build, _minors_between
+        from envbuild.frameworks.build import Build, _minors_between
 
         out = []
         for r in m.rapids:

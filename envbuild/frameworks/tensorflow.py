@@ -19,7 +19,7 @@ class TensorFlow(Framework):
     variant_records = ("tensorflow", "tensorflow-base", "tensorflow-gpu")
 
     def builds(self, m, minors):
-        from envbuild.resolver.builds import Build, _pythons
+        from envbuild.frameworks.build import Build, _pythons
 
         out = []
         for r in m.tensorflow:
@@ -45,13 +45,8 @@ class TensorFlow(Framework):
     def windows_problem(self, b):
         if b.windows_gpu:
             return None
-        from envbuild.resolver.checks import Problem
-        from envbuild.resolver.context import fact
-
-        return Problem("platform_unsupported",
-                       f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
-                       f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
-                       framework=b.framework)
+        return (f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
+                f"use WSL2 (platform linux-64) or tensorflow < 2.11", "windows_gpu: false")
 
     def index_releases(self, m):
         plan: dict[str, set[str]] = {}
@@ -60,11 +55,9 @@ class TensorFlow(Framework):
         return plan
 
     def matrix_columns(self, rows, archs, marks):
-        from envbuild.matrix.lookup import spelled_out_archs
-
         return (["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", "archs (sm; ptx = PTX)"],
                 [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-", "yes" if r.windows_gpu else "no",
-                  archs(spelled_out_archs(self.name, r.archs) if r.archs else None) + marks(r)] for r in rows])
+                  archs(self.spelled_out_archs(r.archs) if r.archs else None) + marks(r)] for r in rows])
 
 
 def _wheel_name(version: str) -> str:

@@ -10,6 +10,7 @@ import functools
 import re
 
 from envbuild import frameworks
+from envbuild.package_sets import package_frozenset
 
 
 def framework_packages(framework: str) -> tuple[str, ...]:
@@ -24,12 +25,12 @@ def all_framework_packages() -> frozenset[str]:
     return frozenset(n for p in frameworks.all() for n in p.conda_packages)
 
 
-# Dependencies through which channels tie a build to a CUDA variant: the toolkit packages
-# of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual package.
+# Dependencies through which channels tie a build to a CUDA variant (the toolkit packages
+# of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual
+# package) and those whose version is the variant: the sets `cuda_dependency` and
+# `cuda_variant` of matrices/packages.yaml.
 # (conda-forge's cupy depends on cuda-version, and on cudatoolkit for its CUDA 11 builds.)
-CUDA_DEPENDENCIES = frozenset(
-    {"cudatoolkit", "pytorch-cuda", "cuda-version", "__cuda", "cuda-cudart", "cuda-runtime", "cudnn", "nccl"}
-)
+
 
 def _has_cpu_builds(framework: str) -> bool:
     """Does `framework` publish CPU builds under the same package name (PyTorch, TensorFlow,
@@ -46,8 +47,7 @@ def variant_records() -> frozenset[str]:
     only the framework's own."""
     return frozenset(n for p in frameworks.all() for n in p.variant_records)
 
-# Dependencies whose version is the CUDA variant a build was made for
-VARIANT_DEPENDENCIES = ("pytorch-cuda", "cudatoolkit", "cuda-version")
+
 # CUDA in build strings: py3.11_cuda12.4_cudnn9.1.0_0 (pytorch channel), cuda120_py310h..._301
 # and cuda120py311h... (conda-forge), py311_cu124 (torchvision/torchaudio)
 _BUILD_CUDA = (re.compile(r"cuda(\d+)\.(\d+)"), re.compile(r"cuda(\d+)(\d)(?=_|py)"),
@@ -62,7 +62,7 @@ def build_cuda(build: str, depends: tuple[str, ...]) -> str | None:
         if found:
             return f"{int(found.group(1))}.{found.group(2)}"
     for depend in depends:
-        if dependency_name(depend) in VARIANT_DEPENDENCIES:
+        if dependency_name(depend) in package_frozenset("cuda_variant"):
             found = re.search(r"(\d+)\.(\d+)", depend)
             if found:
                 return f"{found.group(1)}.{found.group(2)}"
@@ -105,7 +105,8 @@ def is_gpu_build(framework: str, build: str, depends: tuple[str, ...]) -> bool:
         return True
     if _has_cpu_builds(framework):
         return False
-    return any(dependency_name(d) in CUDA_DEPENDENCIES for d in depends)
+    cuda_dependencies = package_frozenset("cuda_dependency")
+    return any(dependency_name(d) in cuda_dependencies for d in depends)
 
 
 def build_pin(framework: str) -> str | None:

@@ -22,6 +22,11 @@ _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com
 
 
 # --- versions --------------------------------------------------------------------------
+def pythons(m: Matrices) -> tuple[str, ...]:
+    """The CPython feature releases envbuild knows (pythons.yaml), oldest first."""
+    return tuple(row.version for row in m.pythons)
+
+
 def version(text: str | None) -> Version | None:
     """`text` as a packaging Version, or None when it is missing or malformed."""
     if text is None:
@@ -232,22 +237,6 @@ def max_cuda_for_driver(m: Matrices, driver: str, platform: str = "linux-64") ->
         return cuda, DriverCuda(driver, cuda, native_mm, rule, via.source, inferred=branch_only, secondary=via.secondary)
     rule = f"driver {driver} is at least the driver released with CUDA {best.version}"
     return cuda, DriverCuda(driver, cuda, native_mm, rule, best.source, secondary=best.secondary)
-
-
-def spelled_out_archs(framework: str, archs) -> tuple[str, ...]:
-    """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only.
-    Where a framework's `compute_XY` embeds the SASS of XY as well (its plugin's
-    `ptx_entry_has_sass`: TensorFlow), it becomes `sm_XY compute_XY`; in PyTorch's lists
-    `compute_XY` is the PTX alone."""
-    from envbuild import frameworks
-
-    sass_too = framework in frameworks.names() and frameworks.get(framework).ptx_entry_has_sass
-    out: list[str] = []
-    for a in archs or ():
-        if sass_too and a.startswith("compute_"):
-            out.append("sm_" + a[len("compute_"):])
-        out.append(a)
-    return tuple(dict.fromkeys(out))
 
 
 # --- architectures -----------------------------------------------------------------------------

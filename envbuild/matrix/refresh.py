@@ -17,7 +17,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from envbuild import frameworks
 from envbuild.matrix import Matrices
 from envbuild.matrix import wheels as w
 
@@ -41,17 +40,19 @@ class Result:
     metadata_files: int = 0
 
 
-def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> Result:
-    """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`)."""
-    from envbuild.resolver.builds import PYTHONS
+def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int = 8) -> Result:
+    """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`);
+    `plugins` (`envbuild.frameworks.all()`) say which projects and releases."""
+    from envbuild.matrix.lookup import pythons
 
+    known = pythons(m)
     today = today or datetime.date.today().isoformat()
-    plan = _plan(m)
-    names = sorted(set(plan) | _projects(m))
+    plan = _plan(m, plugins)
+    names = sorted(set(plan) | _projects(m, plugins))
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
         grouped = {name: w.by_version(f) for name, f in files.items()}
-        plan.update(_series_plan(m, grouped))
+        plan.update(_series_plan(m, grouped, plugins))
         torch_versions = sorted(plan.get("torch", set()), key=Version)
         torch_meta = dict(zip(torch_versions, pool.map(lambda v: _torch_metadata(index, grouped["torch"], v), torch_versions)))
         # aarch64 only where the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only
@@ -65,7 +66,7 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
                     metadata_files=sum(1 for x in (*torch_meta.values(), *torch_arm.values(), *jax_meta.values()) if x[0]))
 
     def row(package: str, version: str, **extra) -> dict | None:
-        found = w.summarize(grouped[package], version, PYTHONS, pure=package == "jax")
+        found = w.summarize(grouped[package], version, known, pure=package == "jax")
         if not found:
             return None
         return {"package": package, "version": version, "read": today,
@@ -117,25 +118,25 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
 
 
 # --- what to read --------------------------------------------------------------------------
-def _plan(m: Matrices) -> dict[str, set[str]]:
+def _plan(m: Matrices, plugins) -> dict[str, set[str]]:
     """package -> releases to record (versions as the matrices write them), from each
     framework's plugin; CuPy and RAPIDS rows name series, read by _series_plan."""
     plan: dict[str, set[str]] = {}
-    for plugin in frameworks.all():
+    for plugin in plugins:
         plan.update(plugin.index_releases(m))
     return plan
 
 
-def _series_plan(m: Matrices, files: dict[str, dict]) -> dict[str, set[str]]:
+def _series_plan(m: Matrices, files: dict[str, dict], plugins) -> dict[str, set[str]]:
     """package -> releases the index lists of the series that CuPy and RAPIDS rows name."""
     plan: dict[str, set[str]] = {}
-    for plugin in frameworks.all():
+    for plugin in plugins:
         plan.update(plugin.index_series(m, files))
     return plan
 
 
-def _projects(m: Matrices) -> set[str]:
-    return {n for plugin in frameworks.all() for n in plugin.index_projects(m)}
+def _projects(m: Matrices, plugins) -> set[str]:
+    return {n for plugin in plugins for n in plugin.index_projects(m)}
 
 
 def _torch_metadata(index, grouped: dict, version: str, machine: str = "x86_64") -> tuple[str | None, str]:

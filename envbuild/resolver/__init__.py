@@ -14,8 +14,7 @@ from envbuild import frameworks
 from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
-from envbuild.matrix import lookup
-from envbuild.resolver.builds import Build
+from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, mm
@@ -328,4 +327,4 @@ def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
                              pypi_default=b.pypi_default and b.installer == "pip",
-                             archs=lookup.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)
+                             archs=frameworks.get(b.framework).spelled_out_archs(b.archs), cudnn=b.cudnn)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
-from envbuild.matrix.lookup import spelled_out_archs
 from envbuild.model import Fact
 from envbuild.resolver import families
-from envbuild.resolver.builds import Build
+from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
 from envbuild.versions import parse_driver, parse_version, read_local_label
@@ -88,7 +87,8 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
     if plat == "win-64":
         windows = plugin.windows_problem(b)
         if windows is not None:
-            return [windows]
+            why, fact_text = windows
+            return [Problem("platform_unsupported", why, (fact(fact_text, b.row),), framework=b.framework)]
         if plugin.lists_platforms and plat not in b.platforms:
             return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
                                     framework=b.framework)]
@@ -264,7 +264,7 @@ def _build_archs(b: Build, g: Gpu) -> list[Problem]:
                             framework=b.framework)]
         return []
     sass, ptx = set(), set()
-    for a in spelled_out_archs(b.framework, b.archs):
+    for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
         kind, _, num = a.partition("_")
         digits = "".join(ch for ch in num if ch.isdigit())
         if not digits:

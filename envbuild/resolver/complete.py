@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 
 from envbuild import frameworks
 from envbuild.resolver import checks, families
-from envbuild.resolver.builds import PYTHONS, Build
+from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
 from envbuild.versions import Constraint, parse_version
-
-_PY_ORDER = tuple(reversed(PYTHONS))
 
 
 @dataclass
@@ -41,7 +39,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
              extra_check=None) -> Outcome:
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
-    candidates = frameworks.get(name).candidates(constraint, ix)
+    candidates = frameworks.get(name).candidates(constraint, _pinned(constraint), ix)
     if candidates is None:
         wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
         candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
@@ -220,7 +218,7 @@ def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []
     installers = [req.installer] if req.installer else _installer_order(usable)
-    pythons = (req.python,) if req.python else _PY_ORDER
+    pythons = (req.python,) if req.python else tuple(reversed(known_pythons()))
     best, best_score = None, None
     for installer in installers:
         pools = [[b for b in o.viable if b.installer == installer] for o in usable]
@@ -281,7 +279,7 @@ def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
         parts = "; ".join(f"{o.name} only with {', '.join(sorted(i))}" for o, i in zip(outcomes, inst))
         return Problem("framework_cuda_mismatch", f"{names} share no installer ({parts}), so one must move",
                        framework=outcomes[-1].name, hints={"apart": "installer"})
-    pys = [set().union(*(b.pythons_on(req.platform) or set(PYTHONS) for b in o.viable)) for o in outcomes]
+    pys = [set().union(*(b.pythons_on(req.platform) or set(known_pythons()) for b in o.viable)) for o in outcomes]
     if req.python or not set.intersection(*pys):
         return Problem("python_unsupported", f"{names} support no common Python, so one framework version must move",
                        framework=outcomes[-1].name, hints={"apart": "python"})

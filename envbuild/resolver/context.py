@@ -11,7 +11,7 @@ from envbuild import frameworks
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
 from envbuild.model import Fact
-from envbuild.resolver import builds as b
+from envbuild.frameworks import build as b
 from envbuild.resolver.artefacts import WheelTable
 from envbuild.versions import parse_version
 

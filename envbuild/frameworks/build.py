@@ -3,8 +3,8 @@
 Each framework's table has its own shape (PyTorch lists builds, TensorFlow tested
 configs, JAX releases with CUDA plugin majors, RAPIDS releases with a CUDA range, CuPy
 wheel names or conda packages with a CUDA range). The checks compare every framework the same way, so
-each framework's plugin (`envbuild.frameworks`) turns its rows into `Build`s with an exact CUDA
-major.minor, with the helpers here. Ranged rows (JAX, RAPIDS, CuPy) become one Build per CUDA
+each framework's plugin (`envbuild/frameworks/<name>.py`) turns its rows into `Build`s with an
+exact CUDA major.minor, with the helpers here. Ranged rows (JAX, RAPIDS, CuPy) become one Build per CUDA
 release NVIDIA published in that range.
 """
 from __future__ import annotations
@@ -18,9 +18,15 @@ from packaging.version import Version
 from envbuild.matrix import tables as t
 from envbuild.versions import parse_version
 
-# CPython feature releases, the universe a Python specifier is evaluated over when the
-# resolver has to choose a Python.
-PYTHONS = ("2.7", "3.5", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+
+@functools.lru_cache(maxsize=1)
+def known_pythons() -> tuple[str, ...]:
+    """The CPython feature releases (matrices/pythons.yaml), oldest first: the universe a
+    Python specifier is evaluated over when the resolver has to choose a Python."""
+    from envbuild import matrix
+    from envbuild.matrix.lookup import pythons
+
+    return pythons(matrix.load())
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +89,7 @@ def _pythons(text: str | None) -> frozenset[str] | None:
     if text is None:
         return None
     spec = SpecifierSet(text)
-    return frozenset(p for p in PYTHONS if spec.contains(p, prereleases=True) or _minor_in(spec, p))
+    return frozenset(p for p in known_pythons() if spec.contains(p, prereleases=True) or _minor_in(spec, p))
 
 
 def _minor_in(spec: SpecifierSet, minor: str) -> bool:
