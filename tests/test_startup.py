@@ -1,0 +1,93 @@
+"""What `envbuild resolve` and `envbuild lock` load, checked by module names rather than by
+time (times vary with the machine; an import that should not happen shows up here at once).
+Also the caches that keep PyYAML and the hashing of the matrix files off a repeated run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envbuild.spec import load_spec, parse, parsed_cache
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# run one command in a fresh interpreter and print the names of the modules it loaded
+CHILD = """
+import contextlib, io, json, sys
+from envbuild.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+# never on the `resolve` path: services, solvers, terminals and PyYAML once the caches are warm
+NOT_FOR_RESOLVE = ("docker", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy", "yaml",
+                   "asyncio", "packaging.requirements", "packaging.markers", "envbuild.lock", "envbuild.dockerfile",
+                   "envbuild.image", "envbuild.verify", "tempfile", "hashlib", "difflib")
+
+
+def _loaded(args: list[str], cache: Path) -> tuple[int, set[str]]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True, cwd=ROOT,
+                          check=True)
+    answer = json.loads(done.stdout.splitlines()[-1])
+    return answer["code"], set(answer["modules"])
+
+
+def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == b or m.startswith(b + ".") for b in banned))
+
+
+def test_resolve_with_warm_caches_loads_no_yaml_and_no_heavy_library(tmp_path):
+    recipe = str(ROOT / "recipes" / "pytorch-official.yaml")
+    code, cold = _loaded(["resolve", recipe], tmp_path)
+    assert code == 0
+    assert "yaml" in cold  # the first run parses the matrices and the spec
+    code, warm = _loaded(["resolve", recipe], tmp_path)
+    assert code == 0
+    assert _hits(warm, NOT_FOR_RESOLVE) == []
+    # only the command that runs is imported and declared
+    assert "envbuild.commands.resolve" in warm
+    assert _hits(warm, ("envbuild.commands.lock", "envbuild.commands.image", "envbuild.commands.matrix")) == []
+
+
+def test_help_still_lists_every_command():
+    done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
+    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
+        assert f"    {name}" in done.stdout
+
+
+def test_cached_parse_equals_a_fresh_parse_and_follows_edits(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: demo\nframeworks:\n  pytorch: 2.1.2\ncuda: 12.1\npython: 3.10\n"
+                    "target: {driver: 535.104.05, gpus: [A100]}\n")
+    fresh = parse.parse_text(spec.read_text(), str(spec))
+    first, again = parse.read_spec_file(spec), parse.read_spec_file(spec)
+    for raw in (first, again):
+        assert (raw.data, raw.locations, raw.key_locations, raw.texts) == \
+               (fresh.data, fresh.locations, fresh.key_locations, fresh.texts)
+    assert again.text(("python",), again.data["python"]) == "3.10"  # the text as written survives the cache
+    assert load_spec(spec) == load_spec(spec)
+    spec.write_text(spec.read_text().replace("3.10", "3.11"))
+    assert load_spec(spec).python == "3.11"
+
+
+def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
+    from envbuild.errors import UserError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    for _ in range(2):  # the second time too the message comes from the parser
+        with pytest.raises(UserError, match="invalid YAML"):
+            parse.read_spec_file(bad)
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("name: demo\nwhen: 2024-01-02\n")
+    assert str(parse.read_spec_file(dated).data["when"]) == "2024-01-02"
+    cached = parsed_cache._read(parsed_cache._cache_file())
+    assert [source for source, _ in cached] == []  # neither file is stored
