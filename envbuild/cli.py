@@ -47,6 +47,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from envbuild import dataclass_code
+
+    dataclass_code.install()  # before the commands import the modules that define dataclasses
     if hasattr(signal, "SIGXFSZ"):  # past `ulimit -f` a write fails with EFBIG instead of killing us
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # `envbuild COMMAND ...` parses with that subcommand alone; anything else (help, the

@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # run one command in a fresh interpreter and print the names of the modules it loaded
 CHILD = """
 import contextlib, io, json, sys
+from envbuild import dataclass_code
 from envbuild.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "compiled": dataclass_code._added}))
 """
 
 # never on the `resolve` path: services, solvers, terminals and PyYAML once the caches are warm
@@ -30,12 +31,12 @@ NOT_FOR_RESOLVE = ("docker", "rattler", "requests", "urllib3", "rich", "conda_lo
                    "envbuild.image", "envbuild.verify", "tempfile", "hashlib", "difflib")
 
 
-def _loaded(args: list[str], cache: Path) -> tuple[int, set[str]]:
+def _loaded(args: list[str], cache: Path) -> tuple[int, set[str], int]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True, cwd=ROOT,
                           check=True)
     answer = json.loads(done.stdout.splitlines()[-1])
-    return answer["code"], set(answer["modules"])
+    return answer["code"], set(answer["modules"]), answer["compiled"]
 
 
 def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
@@ -44,11 +45,13 @@ def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
 
 def test_resolve_with_warm_caches_loads_no_yaml_and_no_heavy_library(tmp_path):
     recipe = str(ROOT / "recipes" / "pytorch-official.yaml")
-    code, cold = _loaded(["resolve", recipe], tmp_path)
+    code, cold, compiled = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
     assert "yaml" in cold  # the first run parses the matrices and the spec
-    code, warm = _loaded(["resolve", recipe], tmp_path)
+    assert compiled > 100  # ... and compiles the dataclasses' methods
+    code, warm, compiled = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
+    assert compiled == 0
     assert _hits(warm, NOT_FOR_RESOLVE) == []
     # only the command that runs is imported and declared
     assert "envbuild.commands.resolve" in warm
@@ -91,3 +94,16 @@ def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
     assert str(parse.read_spec_file(dated).data["when"]) == "2024-01-02"
     cached = parsed_cache._read(parsed_cache._cache_file())
     assert [source for source, _ in cached] == []  # neither file is stored
+
+
+def test_cached_dataclass_code_is_what_python_compiles(tmp_path):
+    import marshal
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "envbuild", "resolve", str(ROOT / "recipes" / "cupy.yaml")], env=env,
+                   capture_output=True, check=True)
+    (path,) = (tmp_path / "envbuild").glob("dataclass-code-*.marshal")
+    codes = marshal.loads(path.read_bytes())
+    assert len(codes) > 100
+    for text, code in codes.items():
+        assert compile(text, "<string>", "exec", dont_inherit=True) == code
