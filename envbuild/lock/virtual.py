@@ -31,7 +31,7 @@ def _targets() -> dict[str, Any]:
     import yaml
 
     with open(DATA_DIR / "lock_targets.yaml", encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # the C parser: 10x faster
 
 
 def glibc_for(os_label: str | None) -> str:
