@@ -107,3 +107,32 @@ def test_cached_dataclass_code_is_what_python_compiles(tmp_path):
     assert len(codes) > 100
     for text, code in codes.items():
         assert compile(text, "<string>", "exec", dont_inherit=True) == code
+
+
+def test_matrix_data_version_is_remembered_until_a_file_changes(tmp_path, monkeypatch):
+    import shutil
+
+    from envbuild import matrix
+    from envbuild.paths import MATRICES_DIR
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    data = tmp_path / "matrices"
+    shutil.copytree(MATRICES_DIR, data)
+    for path in data.iterdir():  # files older than the filesystem's timestamp granularity
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    first = matrix.load_from(data)
+    read = matrix._read_files
+
+    def no_read(directory):
+        raise AssertionError("the data version should come from the memo")
+
+    monkeypatch.setattr(matrix, "_read_files", no_read)
+    assert matrix.load_from(data).version == first.version  # neither hashed nor parsed again
+    monkeypatch.setattr(matrix, "_read_files", read)
+    gpus = data / "gpus.yaml"
+    gpus.write_text(gpus.read_text() + "\n# a comment changes the data version\n")
+    changed = matrix.load_from(data)
+    assert changed.version != first.version
+    assert changed.version == matrix._read_files(data)[0]
+    # the pickle is named by the version and by a checksum of the classes it holds
+    assert len(list((tmp_path / "cache" / "envbuild").glob(f"matrices-{changed.version}-gpu*-code*.pickle"))) == 1

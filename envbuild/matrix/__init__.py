@@ -128,7 +128,7 @@ def _known_version(directory: Path, key: tuple) -> str | None:
     """The data version last computed for the files as `key` describes them, if any."""
     try:
         with open(_version_file(directory), "rb") as fh:
-            stored_key, version = marshal.load(fh)
+            stored_key, version = marshal.loads(fh.read())
     except (OSError, EOFError, ValueError, TypeError):
         return None
     return version if stored_key == key else None
@@ -179,8 +179,9 @@ def _cache_dir() -> Path:
 def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
     the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version: any edit to the YAML changes the name and forces a fresh parse. The GPU
-    name index is built here too, so that it is cached with the tables."""
+    data version and a checksum of the classes it holds: any edit to the YAML or to those
+    classes changes the name and forces a fresh parse. The GPU name index is built here
+    too, so that it is cached with the tables."""
     from envbuild.matrix.gpu_match import INDEX_FORMAT
 
     # Reading and hashing the files (800 KB) to learn the data version costs more than
@@ -191,7 +192,7 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     if version is None:
         version, files = _read_files(directory)
     # the cached object also holds the GPU name index, whose layout is versioned separately
-    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}.pickle"
+    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}-code{_code_key():08x}.pickle"
     if use_cache:
         try:
             with open(cache, "rb") as fh:
@@ -214,6 +215,24 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
         except OSError:
             pass  # a read-only home only costs speed
     return matrices
+
+
+def _code_key() -> int:
+    """A checksum of the code whose objects the cache holds: the row classes, `Matrices`,
+    the GPU index, and any envbuild module the row classes use (an enum of values, say).
+    Another envbuild (an upgrade, or a second checkout sharing the cache folder) with the
+    same data but other classes must not unpickle these objects."""
+    modules = {__name__, t.__name__, "envbuild.matrix.gpu_match"}
+    modules.update(m for m in (getattr(v, "__module__", None) for v in vars(t).values())
+                   if isinstance(m, str) and m.startswith("envbuild."))
+    checksum = 0
+    for name in sorted(modules):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            with open(path, "rb") as fh:
+                checksum = zlib.crc32(fh.read(), checksum)
+    return checksum
 
 
 def _remember_version(directory: Path, key: tuple, version: str) -> None:

@@ -30,7 +30,7 @@ def _cache_file() -> str:
 def _read(path: str) -> dict:
     try:
         with open(path, "rb") as handle:
-            entries = marshal.load(handle)
+            entries = marshal.loads(handle.read())
     except (OSError, EOFError, ValueError, TypeError):
         return {}  # cold or unreadable: parse
     return entries if isinstance(entries, dict) else {}
