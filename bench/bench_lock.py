@@ -192,6 +192,11 @@ def top_level_import_us(importtime: str) -> int:
 # solve and its writing of the lock folder took (everything inside `folder.replacing`).
 CLI_CHILD = """
 import contextlib, json, sys, time
+try:  # what `main` does first, before the imports below would define the dataclasses
+    from envbuild import dataclass_code
+    dataclass_code.install()
+except ImportError:  # an older source tree
+    pass
 from envbuild.cli import main
 from envbuild.lock import folder, solve as solve_module
 spent = {"solve": 0.0, "write": 0.0}
