@@ -119,8 +119,8 @@ def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
 def _stat_key(directory: Path) -> tuple:
     """Name, size and modification time of each data file: when these are unchanged the
     content is taken as unchanged (Python's own bytecode cache makes the same bet)."""
-    entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(directory)
-                     if e.name.endswith(".yaml"))
+    stats = [(e.name, e.stat()) for e in os.scandir(directory) if e.name.endswith(".yaml")]
+    entries = sorted((name, info.st_size, info.st_mtime_ns) for name, info in stats)
     return (SCHEMA_VERSION, str(directory), tuple(entries))
 
 
