@@ -26,7 +26,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "compiled": data
 """
 
 # never on the `resolve` path: services, solvers, terminals and PyYAML once the caches are warm
-NOT_FOR_RESOLVE = ("docker", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy", "yaml",
+NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy", "yaml",
                    "asyncio", "packaging.requirements", "packaging.markers", "envbuild.lock", "envbuild.dockerfile",
                    "envbuild.image", "envbuild.verify")
 
