@@ -183,11 +183,10 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
                                                   pip_wheel=has_pip_wheel(wheelhouse), installed=installed))
     extra = {}
-    if digest:
-        record = json.dumps({"base_image": stack.base_image.ref, "pulled_from": base_ref.split("@")[0],
-                             "digest": digest}, indent=2) + "\n"
-        extra[folder.BASE_RECORD] = record
-        _record_base(lock_dir, record, stack.base_image.ref, digest)
+    if digest:  # the pinned base goes into the lock folder too (lock/base_record.py owns that write)
+        from envbuild.lock import base_record
+
+        extra[folder.BASE_RECORD] = base_record.write(lock_dir, stack.base_image.ref, base_ref.split("@")[0], digest)
     out = Path(os.path.abspath(out))
     with atomic.naming(out):
         stage = outputs.staging(out)
@@ -197,15 +196,3 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
-
-
-def _record_base(lock_dir: Path, record: str, ref: str, digest: str) -> None:
-    """The pinned base goes into the lock: base-image.json, and conda-lock.yml's metadata,
-    replaced together with the rest of the set as one unit."""
-    def edit(new) -> None:
-        if folder.CONDA_LOCKFILE in new.names:
-            from envbuild.lock.conda_lockfile import record_base_image
-
-            record_base_image(new.path / folder.CONDA_LOCKFILE, ref, digest)
-
-    folder.update(lock_dir, {folder.BASE_RECORD: record}, edit)
