@@ -41,7 +41,6 @@ KNOWN_VIOLATIONS = {
     # the Dockerfile stage writing into the lock folder
     "envbuild.dockerfile.context -> envbuild.lock.base_record": "--pin-digests records the pinned base in the lock "
                                                                "folder while the context is written",
-    "envbuild.dockerfile.locked -> envbuild.lock.gpu": "the framework's conda package names for the installed-version labels",
     # stages reaching sideways
     "envbuild.image.make -> envbuild.verify": "`envbuild image` runs the verification gate itself",
     "envbuild.image.make -> envbuild.verify.summary": "the same gate prints the verification summary",
