@@ -11,24 +11,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
-INSTALLERS = ("conda", "pip")
-BASE_FAMILIES = ("auto", "dlc", "pytorch", "rapids", "tensorflow", "cuda")
-PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
-BUILD_PLATFORMS = ("linux-64", "linux-aarch64")  # the ones envbuild can lock and build for
+from envbuild.values import BaseFamily, ConflictKind, Installer, Platform
 
-CONFLICT_KINDS = (
-    "framework_cuda_mismatch",
-    "driver_too_old",
-    "gpu_arch_unsupported",
-    "python_unsupported",
-    "cudnn_mismatch",
-    "base_image_cuda_mismatch",
-    "library_abi",
-    "platform_unsupported",
-    "gpu_memory_insufficient",  # the target (or MIG slice) has less GPU memory than resources.gpu_memory
-    "unknown_fact",  # only with --strict: the matrix has no row to decide on
-)
+FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
+# the enums' texts, for validation messages and command-line choices
+INSTALLERS = tuple(i.value for i in Installer)
+BASE_FAMILIES = ("auto", *(f.value for f in BaseFamily))
+PLATFORMS = tuple(p.value for p in Platform)
+BUILD_PLATFORMS = tuple(p.value for p in Platform if p.buildable)  # the ones envbuild can lock and build for
+CONFLICT_KINDS = tuple(k.value for k in ConflictKind)  # in the order a resolution reports them
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ PEP 440 (`>=2.1,<2.3`, `==2.1.*`, `~=2.1`) and pip local versions (`1.7.1+cu101`
 `parse_constraint` maps all of them onto one `packaging` SpecifierSet plus an optional
 local label, so the rest of envbuild compares versions one way only.
 
-NVIDIA driver versions (`450.80.02`, `535.104.05`) are valid PEP 440 release numbers,
-so `packaging.version.Version` orders them correctly (`02` compares as 2).
+CUDA and driver versions and compute capabilities have their own small value objects in
+`envbuild.values`.
 """
 from __future__ import annotations
 
@@ -21,13 +21,10 @@ __all__ = [
     "Constraint",
     "parse_constraint",
     "parse_version",
-    "parse_driver",
-    "major_minor",
     "cuda_from_local",
     "LocalLabel",
     "read_local_label",
     "cuda_to_local",
-    "parse_compute_capability",
 ]
 
 _OPERATORS = ("===", "==", "!=", "<=", ">=", "~=", "<", ">", "=")
@@ -46,23 +43,6 @@ def parse_version(text: str) -> Version:
         return Version(text.strip())
     except InvalidVersion:
         raise ValueError(f"malformed version {text!r} (expected something like 2.1.2 or 12.1)") from None
-
-
-def parse_driver(text: str) -> Version:
-    """A host driver version such as `450.80.02`, `535.104.05`, `R470` or `470`."""
-    cleaned = str(text).strip()
-    if cleaned[:1] in ("R", "r") and cleaned[1:].split(".", 1)[0].isdigit():
-        cleaned = cleaned[1:]
-    try:
-        return parse_version(cleaned)
-    except ValueError:
-        raise ValueError(f"malformed driver version {text!r} (expected something like 535.104.05)") from None
-
-
-def major_minor(text: str) -> str:
-    """`12.1.1` -> `12.1`, `11.0.221` -> `11.0`, `12` -> `12.0`."""
-    release = parse_version(text).release
-    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
 def cuda_from_local(label: str) -> str:
@@ -115,22 +95,6 @@ def cuda_to_local(cuda: str) -> str:
     if minor > 9:
         raise ValueError(f"CUDA {cuda} has no cuXYZ wheel label")
     return f"cu{release[0]}{minor}"
-
-
-def parse_compute_capability(text: str) -> tuple[int, int]:
-    """`8.6`, `sm_86`, `compute_86` or `86` -> (8, 6); `sm_100` / `10.0` -> (10, 0);
-    `sm_90a` -> (9, 0)."""
-    raw = str(text).strip().lower()
-    for prefix in ("sm_", "compute_"):
-        if raw.startswith(prefix):
-            raw = raw[len(prefix):]
-    raw = raw.rstrip("af")  # arch-specific (sm_90a) and family (sm_100f) suffixes
-    if re.fullmatch(r"\d{1,2}\.\d", raw):
-        major, minor = raw.split(".")
-        return int(major), int(minor)
-    if re.fullmatch(r"\d{2,3}", raw):
-        return int(raw[:-1]), int(raw[-1])
-    raise ValueError(f"malformed compute capability {text!r} (expected e.g. 8.6 or sm_86)")
 
 
 @dataclass(frozen=True, eq=False)

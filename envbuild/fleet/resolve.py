@@ -19,7 +19,8 @@ from typing import Any
 from envbuild.fleet import Target
 from envbuild.fleet.memory import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
-from envbuild.versions import parse_driver, parse_version
+from envbuild.values import DriverVersion
+from envbuild.versions import parse_version
 
 
 @dataclass
@@ -101,7 +102,7 @@ def _joint_spec(spec: Spec, group: list[Target]) -> Spec:
     gpus = list(dict.fromkeys(t.gpu for t in group))
     changes: dict[str, Any] = {"gpus": gpus, "platform": group[0].platform}
     if drivers:
-        changes["driver"] = min(drivers, key=parse_driver)
+        changes["driver"] = min(drivers, key=DriverVersion.parse)
     return spec.with_changes(changes)
 
 
@@ -134,7 +135,7 @@ def _mig_conflicts(m, t: Target, res: Resolution) -> list[Conflict]:
         return []
     fact = Fact(f"MIG on {floor.parent} needs driver >= {floor.min_driver} and CUDA >= {floor.min_cuda}", floor.source)
     out = []
-    if t.driver and parse_driver(t.driver) < parse_driver(floor.min_driver):
+    if t.driver and DriverVersion.parse(t.driver) < DriverVersion.parse(floor.min_driver):
         out.append(Conflict("driver_too_old", f"{t.name}: MIG {t.mig} on {floor.parent} needs driver {floor.min_driver} "
                             f"or newer; the target has {t.driver}", (fact,),
                             (Fix(f"upgrade {t.name}'s driver to {floor.min_driver} or newer", {"driver": floor.min_driver}),)))

@@ -16,6 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild.matrix import tables as t
+from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import parse_version
 
 
@@ -46,7 +47,7 @@ class Build:
     platforms: tuple[str, ...] = ("linux-64",)
     bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
     driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
-    min_cc: tuple[int, int] | None = None  # a framework-stated lowest GPU (RAPIDS)
+    min_cc: ComputeCapability | None = None  # a framework-stated lowest GPU (RAPIDS)
     windows_gpu: bool | None = None  # TensorFlow: a native Windows GPU build exists
     pip_extra: str | None = None
     package: str = ""  # the distribution or conda spec that names the variant
@@ -104,7 +105,7 @@ def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[str]:
             v = parse_version(r.version)
         except ValueError:
             continue
-        seen[f"{v.release[0]}.{v.release[1] if len(v.release) > 1 else 0}"] = True
+        seen[major_minor(v)] = True
     return sorted(seen, key=parse_version)
 
 

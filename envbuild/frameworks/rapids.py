@@ -17,16 +17,14 @@ class Rapids(Framework):
 
     def builds(self, m, minors):
         from envbuild.frameworks.build import Build, _minors_between
+        from envbuild.values import ComputeCapability
 
         out = []
         for r in m.rapids:
             if not (r.cuda_min and r.cuda_max):
                 continue
             pythons = frozenset(r.python) if r.python else None
-            min_cc = None
-            if r.min_compute_capability:
-                major, _, minor = r.min_compute_capability.partition(".")
-                min_cc = (int(major), int(minor or 0))
+            min_cc = ComputeCapability.parse(r.min_compute_capability) if r.min_compute_capability else None
             for minor in _minors_between(minors, r.cuda_min, r.cuda_max):
                 for installer in ("conda", "pip"):
                     out.append(Build(

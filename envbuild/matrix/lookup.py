@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envbuild import values
 from envbuild.matrix import Matrices
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, Gpu, MinorCompat
 from envbuild.versions import parse_version
 
-_CC = re.compile(r"^(?:(\d{1,2})\.(\d)|sm_?(\d{1,2})(\d))$", re.IGNORECASE)
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
 
 
@@ -42,7 +42,7 @@ def major_minor(text: str) -> str | None:
     v = version(text)
     if v is None or len(v.release) < 2:
         return None
-    return f"{v.release[0]}.{v.release[1]}"
+    return values.major_minor(v)
 
 
 def same_release_prefix(a: Version, b: Version) -> bool:
@@ -92,12 +92,12 @@ def gpu_names(m: Matrices) -> list[str]:
 
 
 def parse_compute_capability(text: str) -> str | None:
-    """ "8.6" / "sm_86" / "sm86" -> "8.6"; None when `text` is not a compute capability."""
-    match = _CC.match(text.strip())
-    if not match:
+    """ "8.6" / "sm_86" / "sm86" -> "8.6"; None when `text` is not a compute capability
+    (a number alone is not one here: "3090" names a GPU)."""
+    try:
+        return str(values.ComputeCapability.parse(text, digits_alone=False))
+    except ValueError:
         return None
-    major, minor = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
-    return f"{int(major)}.{minor}"
 
 
 def is_compute_capability(text: str) -> bool:
@@ -107,8 +107,7 @@ def is_compute_capability(text: str) -> bool:
 
 def sm_of(cc: str) -> str:
     """ "8.6" -> "86", the form CUDA's sm_XX and the arch table use."""
-    major, minor = cc.split(".")
-    return f"{int(major)}{minor}"
+    return str(values.ComputeCapability.parse(cc).sm)
 
 
 def gpus_with_cc(m: Matrices, cc: str) -> list[Gpu]:

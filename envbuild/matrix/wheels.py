@@ -14,8 +14,8 @@ from packaging.version import InvalidVersion, Version
 # packaging.utils (tags) and packaging.requirements (markers) are imported inside the
 # functions that read an index: the resolver imports this module for `pythons_on` only.
 
-# envbuild's platform names, in the order rows list them
-PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")
+from envbuild.model import PLATFORMS  # envbuild's platform names, in the order rows list them
+from envbuild.values import major_minor
 
 
 def tag_platforms(tag: str) -> tuple[str, ...]:
@@ -158,7 +158,7 @@ def cuda_of_torch(metadata: str, machine: str = "x86_64") -> str | None:
             continue
         pinned = _pinned(req.specifier)
         if pinned is not None:
-            return f"{pinned.release[0]}.{pinned.release[1] if len(pinned.release) > 1 else 0}"
+            return major_minor(pinned)
     return None
 
 

@@ -15,18 +15,16 @@ from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, Resolv
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import Problem, runs_on
+from envbuild.resolver.checks import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
-from envbuild.resolver.context import Index, fact, index, mm
+from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.request import Request, read_request
-from envbuild.versions import parse_driver, parse_version
+from envbuild.values import ConflictKind, major_minor
+from envbuild.versions import parse_version
 
 __all__ = ["resolve"]
 
 DEFAULT_PYTHON = "3.12"  # only when nothing in the request constrains Python
-# Conflicts that make every other answer moot come first.
-_KIND_ORDER = ("platform_unsupported", "driver_too_old", "framework_cuda_mismatch", "gpu_arch_unsupported",
-               "python_unsupported", "cudnn_mismatch", "base_image_cuda_mismatch", "library_abi", "unknown_fact")
 
 
 @dataclass
@@ -108,11 +106,11 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
         (a.problems if hard else a.warnings).append(p)
     choice = None
     if not a.problems:
-        choice, apart = combine(outcomes, req)
+        choice, apart = combine(outcomes, req, ix)
         a.problems += apart
     if choice is not None and not a.problems:
         _complete(a, choice)
-    a.problems = sorted(_dedupe(a.problems), key=lambda p: _KIND_ORDER.index(p.kind) if p.kind in _KIND_ORDER else 99)
+    a.problems = sorted(_dedupe(a.problems), key=lambda p: ConflictKind.rank(p.kind))
     return a
 
 
@@ -182,7 +180,7 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     elif req.driver:
         have = ix.driver_cuda(req.driver, req.platform)
         need = ix.native_need(cuda)
-        if need and parse_driver(req.driver) < parse_driver(need):
+        if need and req.driver < ix.drivers[need]:
             out.append(Problem(
                 "driver_too_old",
                 f"a CUDA {cuda} image declares cuda>={cuda}, which the NVIDIA container toolkit checks against the host "
@@ -215,7 +213,7 @@ def _framework_driver(req: Request, ix: Index, cuda: str, framework: str, major_
         minors = [m for m in ix.minors if parse_version(m).release[0] == parse_version(cuda).release[0]]
         cuda = minors[0] if minors else cuda
     rule = ix.driver_rule(cuda, req.platform)
-    if rule.driver is None or parse_driver(req.driver) >= parse_driver(rule.driver):
+    if rule.driver is None or req.driver >= ix.drivers[rule.driver]:
         return []
     have = ix.driver_cuda(req.driver, req.platform)
     return [Problem(
@@ -246,7 +244,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
         if image.python:
             # The environment runs the image's own Python (a framework image's, or the python3
             # a pip venv is made over), so that is the Python to lock for.
-            python = mm(parse_version(image.python))
+            python = major_minor(parse_version(image.python))
         else:
             # The environment is built on the image's own Python, which the catalog does not
             # record: the lock would assume a Python the image may not have.
@@ -267,9 +265,9 @@ def _complete(a: Analysis, choice: Choice) -> None:
     a.stack = ResolvedStack(
         frameworks=tuple(frameworks), cuda=cuda,
         cudnn=_cudnn(req, builds),
-        python=python, driver=req.driver, max_driver_cuda=have.cuda if have else None,
+        python=python, driver=str(req.driver) if req.driver else None, max_driver_cuda=have.cuda if have else None,
         driver_cuda=have.native_cuda if have else None,
-        gpus=tuple(g.resolved for g in req.gpus), platform=req.platform, installer=choice.installer,
+        gpus=tuple(g.resolved for g in req.gpus), platform=req.spec.platform, installer=str(choice.installer),
         channels=_channels(req, builds, choice.installer), base_image=image)
 
 

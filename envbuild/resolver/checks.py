@@ -14,9 +14,10 @@ from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
-from envbuild.resolver.context import Index, fact
+from envbuild.resolver.context import Index, fact, runs_on
 from envbuild.resolver.request import Gpu, Request
-from envbuild.versions import parse_driver, parse_version, read_local_label
+from envbuild.values import major_minor
+from envbuild.versions import parse_version, read_local_label
 
 @dataclass(frozen=True)
 class Problem:
@@ -30,18 +31,43 @@ class Problem:
 
 def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """`check_build`, memoised on the request values the checks read."""
-    key = (id(b), req.platform, cuda_pin, req.python, req.driver, tuple(g.resolved for g in req.gpus), req.cudnn)
+    return list(_cached(b, req, ix, cuda_pin))
+
+
+def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
+    """No hard problem between build `b` and the request (memoised as `check_build_cached`)."""
+    key = ("passes", id(b), cuda_pin, req.checks_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = not any(not p.soft for p in _cached(b, req, ix, cuda_pin))
+    return found
+
+
+def _cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
+    key = (id(b), cuda_pin, req.checks_key)
     found = ix.memo.get(key)
     if found is None:
         if len(ix.memo) > 200_000:
             ix.memo.clear()
         found = ix.memo[key] = check_build(b, req, ix, cuda_pin)
-    return list(found)
+    return found
 
 
 def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
     fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
+    # The links other than the GPUs' are memoised apart: the targets of a fleet differ
+    # only in their GPUs, so they share them.
+    key = ("host", id(b), cuda_pin, req.host_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _host_links(b, req, ix, cuda_pin)
+    before, after = found
+    return before + gpu_arch(b, req, ix) + after
+
+
+def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Problem], list[Problem]]:
+    """(the links checked before the GPUs', those checked after), in report order."""
     out: list[Problem] = []
     out += platform(b, req, ix)
     out += cuda_variant(b, req, cuda_pin)
@@ -50,10 +76,7 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     if not any(p.kind == "platform_unsupported" for p in out):
         out += wheel_platform(b, req)
     out += driver(b, req, ix)
-    out += gpu_arch(b, req, ix)
-    out += cudnn(b, req)
-    out += label_cudnn(b.framework, req, cuda_pin)
-    return out
+    return out, cudnn(b, req) + label_cudnn(b.framework, req, cuda_pin)
 
 
 def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
@@ -178,18 +201,20 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
     need, source_fact = rule.driver, None
     if need is not None:
         source_fact = Fact(rule.rule, rule.source or "envbuild rule", rule.inferred, rule.secondary)
-    if b.driver_min and (need is None or parse_driver(b.driver_min) > parse_driver(need)):
+    drivers = ix.drivers
+    if b.driver_min and (need is None or drivers[b.driver_min] > drivers[need]):
         need, source_fact = b.driver_min, fact(f"{b.framework} {b.version} asks for driver >= {b.driver_min}", b.row)
     native = next((r for r in families.rules_for(ix, b.framework, b.v, None) if r.native_driver), None)
-    if native is not None and ix.native_need(b.cuda) and (need is None or parse_driver(ix.native_need(b.cuda)) > parse_driver(need)):
+    native_need = ix.native_need(b.cuda) if native is not None else None
+    if native_need and (need is None or drivers[native_need] > drivers[need]):
         # the build JIT-compiles with the CUDA toolkit's ptxas, whose output needs that toolkit's own driver
-        need = ix.native_need(b.cuda)
+        need = native_need
         source_fact = fact(f"{b.framework} {native.releases}: the driver must be at least the one released with the "
                            f"installed CUDA toolkit (no minor-version compatibility)", native)
     if need is None:
         return [Problem("unknown_fact", f"the matrix has no minimum driver for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
-    if parse_driver(req.driver) >= parse_driver(need):
+    if req.driver >= drivers[need]:
         return []
     have = ix.driver_cuda(req.driver, req.platform)
     top = have.native_cuda if native is not None else have.cuda
@@ -205,81 +230,121 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
 
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
+    hard = False
+    runs = ix.toolkit_runs(b.cuda)
     for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
-        out += _toolkit_knows(b, g, ix)
-        if any(not p.soft for p in out):
+        if not runs.get(g.cc, False):
+            found = _toolkit_knows(b, g, ix)
+            out += found
+            hard = hard or any(not p.soft for p in found)
+        if hard:
             continue
-        out += _build_archs(b, g)
-        if b.min_cc is not None and g.cc < b.min_cc:
-            out.append(Problem("gpu_arch_unsupported",
-                               f"{b.framework} {b.version} needs compute capability >= {b.min_cc[0]}.{b.min_cc[1]}; "
-                               f"your {g.label} is older, so the GPU must move",
-                               (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
-                               framework=b.framework))
-    if b.min_cc is None and req.known_gpus and not any(not p.soft for p in out):
+        found = _build_knows(b, g, ix)
+        out += found
+        hard = any(not p.soft for p in found)
+    if b.min_cc is None and req.known_gpus and not hard:
         # the row states no lowest GPU: the family's rule for the era decides (JAX dropped Kepler in 0.4.4)
         out += families.era_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True)
     return out
 
 
-def runs_on(sms, cc: tuple[int, int]) -> bool:
-    """Can code built for real archs `sms` (ints, 86 = sm_86) run on a GPU of `cc`?"""
-    return any(s // 10 == cc[0] and s % 10 <= cc[1] for s in sms)
-
-
+# The answers for one build on one GPU depend on nothing else, and a fleet asks them for
+# every build on each of its GPUs in every resolve: they are memoised per (build, GPU).
 def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
+    if ix.toolkit_runs_on(b.cuda, g.cc):
+        return []
+    key = ("toolkit", id(b), g.label)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _toolkit_problems(b, g, ix)
+    return found
+
+
+def _build_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
+    key = ("build", id(b), g.label)
+    found = ix.memo.get(key)
+    if found is None:
+        found = _build_archs(b, g, ix)
+        if b.min_cc is not None and g.cc < b.min_cc:
+            found.append(Problem("gpu_arch_unsupported",
+                                 f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
+                                 f"your {g.label} is older, so the GPU must move",
+                                 (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
+                                 framework=b.framework))
+        ix.memo[key] = found
+    return found
+
+
+def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     found = ix.toolkit_sms(b.cuda)
     if found is None:
         return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
-    sms, row = found
-    if runs_on(sms, g.cc):
-        return []
-    first = ix.min_cuda_for_sm(g.sm)
-    last = ix.max_cuda_for_sm(g.sm)
-    facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
-    # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
-    # same major (an sm_80 binary runs on sm_86), which is why a fix may name CUDA < `first`.
-    runnable = [lo for lo, _hi, sms, _row in ix.arch_ranges if runs_on(sms, g.cc)]
-    compat = str(min(runnable)) if runnable else None
-    if first is not None and parse_version(first) > b.cuda_v:
-        why = f"{g.label} needs CUDA >= {first} for native sm_{g.sm} code"
-        if compat is not None and parse_version(compat) < parse_version(first):
-            why += (f", or CUDA >= {'.'.join(compat.split('.')[:2])} for code of an older sm_{g.cc[0]}x architecture, "
-                    f"which it runs through binary compatibility")
-    elif last is not None and parse_version(last) < b.cuda_v:
-        why = f"CUDA {last} was the last toolkit for {g.label}"
-    else:
-        why = f"no CUDA toolkit in the matrix compiles for {g.label}"
+    why, facts = _toolkit_why(b, g, ix)
     return [Problem("gpu_arch_unsupported",
                     f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; {why}, "
                     f"so the CUDA variant (or the {b.framework} version) must move",
                     facts, framework=b.framework, hints={"sm": g.sm})]
 
 
-def _build_archs(b: Build, g: Gpu) -> list[Problem]:
+def _toolkit_why(b: Build, g: Gpu, ix: Index) -> tuple[str, tuple[Fact, ...]]:
+    """Why the CUDA `b.cuda` toolkit cannot serve GPU `g`, and the fact behind it (the same
+    for every build of that CUDA)."""
+    key = ("toolkit_why", b.cuda, g.label)
+    found = ix.memo.get(key)
+    if found is not None:
+        return found
+    sms, row = ix.toolkit_sms(b.cuda)
+    first, last, compat = ix.sm_span(g.cc)
+    facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
+    # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
+    # same major (an sm_80 binary runs on sm_86), which is why a fix may name CUDA < `first`.
+    if first is not None and first > b.cuda_v:
+        why = f"{g.label} needs CUDA >= {first} for native sm_{g.sm} code"
+        if compat is not None and compat < first:
+            why += (f", or CUDA >= {major_minor(compat)} for code of an older sm_{g.cc.major}x architecture, "
+                    f"which it runs through binary compatibility")
+    elif last is not None and last < b.cuda_v:
+        why = f"CUDA {last} was the last toolkit for {g.label}"
+    else:
+        why = f"no CUDA toolkit in the matrix compiles for {g.label}"
+    found = ix.memo[key] = (why, facts)
+    return found
+
+
+def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     if b.archs is None:
         if frameworks.get(b.framework).lists_archs:
             return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
                             framework=b.framework)]
         return []
-    sass, ptx = set(), set()
-    for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
-        kind, _, num = a.partition("_")
-        digits = "".join(ch for ch in num if ch.isdigit())
-        if not digits:
-            continue
-        (sass if kind == "sm" else ptx).add(int(digits))
+    sass, ptx = _compiled(b, ix)
     if runs_on(sass, g.cc):
         return []
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
-    if any(p // 10 < g.cc[0] or (p // 10 == g.cc[0] and p % 10 <= g.cc[1]) for p in ptx):
+    if any(p // 10 < g.cc.major or (p // 10 == g.cc.major and p % 10 <= g.cc.minor) for p in ptx):
         return [Problem("ptx_jit",
                         f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile its PTX at "
                         f"start-up (slow first run)", facts, soft=True, framework=b.framework)]
     return [Problem("gpu_arch_unsupported",
                     f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
                     f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def _compiled(b: Build, ix: Index) -> tuple[set[int], set[int]]:
+    """(real archs, PTX archs) build `b` carries, as ints (86 = sm_86)."""
+    key = ("archs", id(b))
+    found = ix.memo.get(key)
+    if found is None:
+        sass, ptx = set(), set()
+        for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
+            kind, _, num = a.partition("_")
+            digits = "".join(ch for ch in num if ch.isdigit())
+            if not digits:
+                continue
+            (sass if kind == "sm" else ptx).add(int(digits))
+        found = ix.memo[key] = (sass, ptx)
+    return found
 
 
 def cudnn(b: Build, req: Request) -> list[Problem]:

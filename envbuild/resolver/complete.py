@@ -17,6 +17,7 @@ from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
+from envbuild.values import major_minor
 from envbuild.versions import Constraint, parse_version
 
 
@@ -112,7 +113,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         if not withdrawn and parse_version(first).release[2:3] != (1,):
             return [], None  # the rows may simply not reach back to X.Y.0
         chosen = series
-        x_y = f"{release.release[0]}.{release.release[1]}"
+        x_y = major_minor(release)
         why = (f"was never released ({withdrawn[0].advice})" if withdrawn and withdrawn[0].advice
                else "was never released" if withdrawn else "is not in the matrix")
         asked = constraint.text.lstrip("=")
@@ -211,9 +212,22 @@ class Choice:
     installer: str
 
 
-def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
+def combine(outcomes: list[Outcome], req: Request, ix: Index | None = None) -> tuple[Choice | None, list[Problem]]:
     """The best joint choice of one viable build per framework, or the problems that
-    keep the frameworks apart."""
+    keep the frameworks apart. With `ix`, memoised on what it reads (the targets of a
+    fleet mostly have the same viable builds)."""
+    if ix is None:
+        return _combine(outcomes, req)
+    key = ("combine", tuple((o.name, tuple(map(id, o.viable))) for o in outcomes), req.installer, req.python,
+           req.platform)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _combine(outcomes, req)
+    choice, apart = found
+    return (None if choice is None else Choice(dict(choice.builds), choice.python, choice.installer)), list(apart)
+
+
+def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
     usable = [o for o in outcomes if o.viable]
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []

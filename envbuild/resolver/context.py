@@ -13,17 +13,16 @@ from envbuild.matrix import tables as t
 from envbuild.model import Fact
 from envbuild.frameworks import build as b
 from envbuild.resolver.artefacts import WheelTable
+from envbuild.values import DriverVersion, major_minor
 from envbuild.versions import parse_version
+
+mm = major_minor  # the short name the resolver's modules use
 
 
 def fact(text: str, row: t.Row | None) -> Fact:
     if row is None:
         return Fact(text, source="envbuild rule")
     return Fact(text, source=row.source, inferred=row.inferred, secondary=row.secondary)
-
-
-def mm(v: Version) -> str:
-    return f"{v.release[0]}.{v.release[1] if len(v.release) > 1 else 0}"
 
 
 class Index:
@@ -34,7 +33,7 @@ class Index:
         self.release_rows: dict[str, list[t.CudaRelease]] = {}
         for r in m.cuda_releases:
             try:
-                key = mm(parse_version(r.version))
+                key = major_minor(parse_version(r.version))
             except ValueError:
                 continue
             self.release_rows.setdefault(key, []).append(r)
@@ -43,10 +42,14 @@ class Index:
         self.memo: dict = {}  # check results and derived lists, keyed by what they depend on
         self._driver_rules: dict = {}
         self._driver_cudas: dict = {}
+        self.drivers = _Lazy(DriverVersion.parse)  # the matrices' driver texts, parsed once
         self.arch_ranges = [
             (parse_version(r.cuda_min), parse_version(r.cuda_max), frozenset(int(s) for s in r.sms), r)
             for r in m.cuda_arch
         ]
+        self._toolkits: dict = {}
+        self._sm_spans: dict = {}
+        self._runs: dict = {}
         self.builds = _Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = _Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
         self.images = [(img, _image_cuda(img)) for img in m.base_images]
@@ -76,34 +79,76 @@ class Index:
             found = self._driver_rules[key] = lookup.min_driver_for_cuda(self.m, cuda, platform)[1]
         return found
 
-    def driver_cuda(self, driver: str, platform: str):
+    def driver_cuda(self, driver: DriverVersion, platform: str):
         key = (driver, platform)
         found = self._driver_cudas.get(key)
         if found is None:
-            found = self._driver_cudas[key] = lookup.max_cuda_for_driver(self.m, driver, platform)[1]
+            found = self._driver_cudas[key] = lookup.max_cuda_for_driver(self.m, str(driver), platform)[1]
         return found
 
     def native_need(self, cuda: str) -> str | None:
         """The driver packaged with the first release of CUDA `cuda` (major.minor): what
         an image's NVIDIA_REQUIRE_CUDA asks of the host."""
-        rows = self.release_rows.get(mm(parse_version(cuda)), [])
+        rows = self.release_rows.get(major_minor(parse_version(cuda)), [])
         return next((r.min_driver_linux for r in rows if r.min_driver_linux), None)
 
     # --- GPU <-> toolkit ----------------------------------------------------------------------
+    # Each answer depends only on its arguments and the data, so it is computed once per
+    # Index: a fleet asks the same questions for every GPU of every build.
     def toolkit_sms(self, cuda: str) -> tuple[frozenset[int], t.Row] | None:
-        v = parse_version(mm(parse_version(cuda)))
-        for lo, hi, sms, row in self.arch_ranges:
-            if lo <= v <= hi:
-                return sms, row
-        return None
+        try:
+            return self._toolkits[cuda]
+        except KeyError:
+            pass
+        v = parse_version(major_minor(parse_version(cuda)))
+        found = next(((sms, row) for lo, hi, sms, row in self.arch_ranges if lo <= v <= hi), None)
+        self._toolkits[cuda] = found
+        return found
+
+    def toolkit_runs_on(self, cuda: str, cc) -> bool:
+        """Does code of the CUDA `cuda` toolkit run on a GPU of compute capability `cc`?
+        (False when the matrix has no architecture list for it.)"""
+        runs = self.toolkit_runs(cuda)
+        found = runs.get(cc)
+        if found is None:
+            sms = self.toolkit_sms(cuda)
+            found = runs[cc] = sms is not None and runs_on(sms[0], cc)
+        return found
+
+    def toolkit_runs(self, cuda: str) -> dict:
+        """compute capability -> `toolkit_runs_on(cuda, it)`, filled as GPUs are asked about."""
+        found = self._runs.get(cuda)
+        if found is None:
+            found = self._runs[cuda] = {}
+        return found
+
+    def sm_span(self, cc) -> tuple[Version | None, Version | None, Version | None]:
+        """For a GPU of compute capability `cc`: the first and the last toolkit with native
+        code for it (major.minor), and the first whose code it runs at all (an sm_80
+        binary runs on sm_86)."""
+        found = self._sm_spans.get(cc)
+        if found is None:
+            native = [(lo, hi) for lo, hi, sms, _r in self.arch_ranges if cc.sm in sms]
+            runnable = [lo for lo, _hi, sms, _r in self.arch_ranges if runs_on(sms, cc)]
+            found = self._sm_spans[cc] = (
+                parse_version(major_minor(min(lo for lo, _ in native))) if native else None,
+                parse_version(major_minor(max(hi for _, hi in native))) if native else None,
+                min(runnable) if runnable else None)
+        return found
 
     def min_cuda_for_sm(self, sm: int) -> str | None:
         found = [lo for lo, _hi, sms, _r in self.arch_ranges if sm in sms]
-        return mm(min(found)) if found else None
+        return major_minor(min(found)) if found else None
 
     def max_cuda_for_sm(self, sm: int) -> str | None:
         found = [hi for _lo, hi, sms, _r in self.arch_ranges if sm in sms]
-        return mm(max(found)) if found else None
+        return major_minor(max(found)) if found else None
+
+
+def runs_on(sms, cc) -> bool:
+    """Can code built for real archs `sms` (ints, 86 = sm_86) run on a GPU of compute
+    capability `cc`? Same major, minor at most the GPU's."""
+    return any(s // 10 == cc.major and s % 10 <= cc.minor for s in sms)
 
 
 def _image_cuda(img: t.BaseImage) -> Version | None:

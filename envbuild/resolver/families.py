@@ -11,7 +11,8 @@ from packaging.version import Version
 
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
-from envbuild.versions import parse_compute_capability, parse_version
+from envbuild.values import ComputeCapability
+from envbuild.versions import parse_version
 
 _NO_GPU = {
     "osx": "NVIDIA ships no CUDA for macOS, so the platform must move to linux-64 (or linux-aarch64)",
@@ -84,7 +85,7 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
         if gpus_only and not r.min_compute_capability:
             continue
         if r.min_compute_capability:
-            low = parse_compute_capability(r.min_compute_capability)
+            low = ComputeCapability.parse(r.min_compute_capability)
             for g in req.known_gpus:
                 if g.cc < low:
                     out.append(Problem(

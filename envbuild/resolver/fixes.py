@@ -127,12 +127,12 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
     if nearest is None:
         return
     ix, req = a.ix, a.req
-    same = [b for b in ix.builds[outcome.name]
-            if b.version == nearest.version and (spec.installer is None or b.installer == spec.installer)]
+    same = [b for b in _by_version(ix, outcome.name).get(nearest.version, ())
+            if spec.installer is None or b.installer == spec.installer]
     wanted = parse_version(req.cuda.short if req.cuda else nearest.cuda)
     # Only variants that clear every other link of this build are worth a resolve: a
     # numerically near variant that lacks the GPU's kernels is no fix.
-    passing = {b.cuda for b in same if not [x for x in checks.check_build_cached(b, req, ix, None) if not x.soft]}
+    passing = {b.cuda for b in same if checks.passes(b, req, ix, None)}
     # A driver limit means "not newer than": prefer the newest variant under it.
     limit = p.hints.get("max_cuda")
     cudas = sorted(passing, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
@@ -150,6 +150,17 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
             changes["cuda"] = cuda
         label = next(b.variant for b in same if b.cuda == cuda)
         yield f"use {outcome.name} {nearest.version} for CUDA {cuda} ({label})", changes
+
+
+def _by_version(ix, name: str) -> dict[str, list]:
+    """The builds of framework `name` per version, best first (as in `ix.builds`)."""
+    key = ("builds_by_version", name)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = {}
+        for b in ix.builds[name]:
+            found.setdefault(b.version, []).append(b)
+    return found
 
 
 def _num(cuda: str) -> float:
@@ -171,6 +182,7 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     else:
         ordered = list(versions)
     local = _local_of(spec, outcome.name)
+    by_version = _by_version(ix, outcome.name)
     relaxations = [(False, False, False)]
     if outcome.pin is not None:
         relaxations.append((True, False, False))
@@ -184,11 +196,10 @@ def _version_moves(spec: Spec, a, outcome, nearest):
         req = dataclasses.replace(a.req, cudnn=None) if drop_cudnn else a.req
         found = 0
         for version in ordered:
-            builds = [b for b in ix.builds[outcome.name] if b.version == version
-                      and (installer is None or b.installer == installer)
+            builds = [b for b in by_version[version]
+                      if (installer is None or b.installer == installer)
                       and (local is None or b.installer == "pip")]
-            ok = next((b for b in builds
-                       if not [x for x in checks.check_build_cached(b, req, ix, pin) if not x.soft]), None)
+            ok = next((b for b in builds if checks.passes(b, req, ix, pin)), None)
             if ok is None:
                 continue
             changes: dict = {f"frameworks.{outcome.name}": version}

@@ -1,27 +1,28 @@
 """The spec, read once into the values the checks compare (parsed versions, GPU rows)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from envbuild.errors import UserError
 from envbuild.matrix import tables as t
 from envbuild.model import ResolvedGpu, Spec
-from envbuild.resolver.context import Index, mm
-from envbuild.versions import (Constraint, parse_compute_capability, parse_constraint, parse_driver, parse_version,
-                               read_local_label)
+from envbuild.resolver.context import Index
+from envbuild.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
+from envbuild.versions import Constraint, parse_constraint, parse_version, read_local_label
 
 
 @dataclass(frozen=True)
 class Gpu:
     resolved: ResolvedGpu
-    cc: tuple[int, int] | None  # None: a model the matrix does not know (no architecture check)
+    cc: ComputeCapability | None  # None: a model the matrix does not know (no architecture check)
     row: t.Gpu | None
 
     @property
     def sm(self) -> int:
-        return self.cc[0] * 10 + self.cc[1]
+        return self.cc.sm
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         return f"{self.resolved.name} (sm_{self.sm})" if self.cc else repr(self.resolved.name)
 
@@ -48,15 +49,36 @@ class Request:
     cuda: CudaPin | None
     cudnn: tuple[int, ...] | None
     python: str | None  # major.minor
-    driver: str | None
+    driver: DriverVersion | None
     gpus: tuple[Gpu, ...]
-    platform: str
-    installer: str | None
+    platform: Platform
+    installer: Installer | None
     unknown_labels: tuple[tuple[str, str], ...] = ()  # (framework, label) for +labels that name no CUDA
 
-    @property
+    @functools.cached_property
     def known_gpus(self) -> tuple[Gpu, ...]:
         return tuple(g for g in self.gpus if g.cc is not None)
+
+    @functools.cached_property
+    def checks_key(self) -> _Key:
+        """What the checks of one build read from the request, as one dictionary key whose
+        hash is computed once (a fleet's joint request has a hundred GPUs)."""
+        return _Key((self.host_key, tuple(g.resolved for g in self.gpus)))
+
+    @functools.cached_property
+    def host_key(self) -> _Key:
+        """What the checks other than the GPUs' read from the request."""
+        return _Key((self.platform, self.python, self.driver, self.cudnn))
+
+
+class _Key(tuple):
+    """A tuple that computes its hash once."""
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("hash")
+        if found is None:
+            found = self.__dict__["hash"] = tuple.__hash__(self)
+        return found
 
 
 def read_request(spec: Spec, ix: Index) -> Request:
@@ -88,14 +110,14 @@ def read_request(spec: Spec, ix: Index) -> Request:
         # jaxlib's `+cuda11.cudnn86` states the cuDNN the build needs when the spec does not
         cudnn_text = spec.cudnn or label_cudnn
         cudnn = parse_version(cudnn_text).release if cudnn_text else None
-        python = mm(parse_version(spec.python)) if spec.python else None
-        driver = spec.driver.strip() if spec.driver else None
-        if driver:
-            parse_driver(driver)
+        python = major_minor(parse_version(spec.python)) if spec.python else None
+        driver = DriverVersion.parse(spec.driver) if spec.driver else None
+        platform = Platform(spec.platform)
     except ValueError as exc:
         raise UserError(str(exc), where=spec.source) from None
     gpus = tuple(_gpu(text, ix, spec) for text in spec.gpus)
-    return Request(spec, tuple(frameworks), cuda, cudnn, python, driver, gpus, spec.platform, spec.installer,
+    installer = Installer(spec.installer) if spec.installer else None
+    return Request(spec, tuple(frameworks), cuda, cudnn, python, driver, gpus, platform, installer,
                    tuple(unknown_labels))
 
 
@@ -109,14 +131,14 @@ def _pin(text: str, cuda: str) -> CudaPin:
 def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
     row = ix.gpu(text)
     if row is not None:
-        cc = parse_compute_capability(row.compute_capability)
+        cc = ComputeCapability.parse(row.compute_capability)
         return Gpu(ResolvedGpu(row.name, row.compute_capability, row.datacenter), cc, row)
     try:
-        cc = parse_compute_capability(text)
+        cc = ComputeCapability.parse(text)
     except ValueError:
         # a model the matrix does not know: kept, warned about, and left out of the architecture checks
         return Gpu(ResolvedGpu(text, None, None), None, None)
-    return Gpu(ResolvedGpu(f"GPU of compute capability {cc[0]}.{cc[1]}", f"{cc[0]}.{cc[1]}", None), cc, None)
+    return Gpu(ResolvedGpu(f"GPU of compute capability {cc}", str(cc), None), cc, None)
 
 
 def gpu_suggestion(ix: Index, text: str) -> str | None:

@@ -348,11 +348,12 @@ class _Validator:
 
     def check_pins(self, implied: dict, cuda: str | None, installer: str | None) -> None:
         """Pins that contradict each other before any matrix is consulted."""
-        from envbuild.versions import major_minor
+        from envbuild.values import major_minor
+        from envbuild.versions import parse_version
 
         anchor = None
         if cuda:  # "12" stays a major (any 12.x); "12.1.1" and "12.1" both mean 12.1
-            anchor = (f"cuda: {cuda}", cuda if "." not in cuda else major_minor(cuda), ("cuda",))
+            anchor = (f"cuda: {cuda}", cuda if "." not in cuda else major_minor(parse_version(cuda)), ("cuda",))
         for what, (implied_cuda, path) in implied.items():
             if "+" in what and installer == "conda":
                 raise self.fail(
@@ -403,13 +404,13 @@ class _Validator:
         return tuple(dict.fromkeys(out))
 
     def gpu(self, path: tuple, name: str) -> str:
-        from envbuild.versions import parse_compute_capability
+        from envbuild.values import ComputeCapability
 
         if _CC.fullmatch(name):
-            major, minor = parse_compute_capability(name)
-            if not 1 <= major <= 20:
+            cc = ComputeCapability.parse(name)
+            if not 1 <= cc.major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
-            return f"{major}.{minor}"
+            return str(cc)
         found, hint = _find_gpu(name)
         if found:
             return name
