@@ -8,8 +8,7 @@ from pathlib import Path
 
 
 def default_image(spec, args) -> str:
-    from envbuild.commands._build_inputs import lock_dir_for
-    from envbuild.dockerfile.context import write_context
+    from envbuild import pipeline
     from envbuild.errors import UserError
     from envbuild.image import tag
     from envbuild.resolver import resolve
@@ -24,13 +23,15 @@ def default_image(spec, args) -> str:
                         hint="run `envbuild resolve` on it and apply a fix")
     platform = resolution.resolved.platform
     with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
-        lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
-        context = write_context(Path(scratch) / "context", resolution, lock_dir, platform=platform,
-                                mirror=getattr(args, "registry_mirror", None), pin_digests=getattr(args, "pin_digests", False),
-                                wheelhouse=getattr(args, "wheelhouse", None))
+        lock_dir = pipeline.lock(spec, resolution, lock_dir=getattr(args, "lock_dir", None), scratch=Path(scratch),
+                                 platform=getattr(args, "platform", None), quiet=getattr(args, "quiet", False))
+        context = pipeline.context(Path(scratch) / "context", resolution, lock_dir, platform=platform,
+                                   mirror=getattr(args, "registry_mirror", None),
+                                   pin_digests=getattr(args, "pin_digests", False),
+                                   wheelhouse=getattr(args, "wheelhouse", None))
         ref = f"{repository}:{tag.content_tag(resolution, context.path, context.base_digest, platform)}"
-    from envbuild.dockerfile.digests import manifest_digest
     from envbuild.dockerfile.reference import parse
+    from envbuild.registry import manifest_digest
 
     try:
         digest = manifest_digest(parse(ref), timeout=5)
