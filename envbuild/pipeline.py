@@ -95,6 +95,28 @@ def context(out: Path, resolution, lock_dir: Path, *, platform: str | None = Non
                          force=force)
 
 
+def image_ref(resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
+              pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
+    """The reference `envbuild image` gives this locked stack's image, without building it:
+    repository:content-tag, by digest too when the registry has that tag (a job that runs
+    it then pulls exactly that image)."""
+    from envbuild.dockerfile.reference import parse
+    from envbuild.errors import UserError
+    from envbuild.image import tag
+    from envbuild.registry import manifest_digest
+
+    platform = resolution.resolved.platform
+    with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
+        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
+                        pin_digests=pin_digests, wheelhouse=wheelhouse)
+        ref = f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+    try:
+        digest = manifest_digest(parse(ref), timeout=5)
+    except UserError:  # registry unreachable: the tag alone still names the image
+        digest = None
+    return f"{ref}@{digest}" if digest else ref
+
+
 # --- verify gate --------------------------------------------------------------------------
 
 

@@ -47,6 +47,15 @@ def test_the_cli_renders_unresolved_as_resolve_does(tmp_path):
     assert not out.exists()
 
 
+def test_expectations_are_what_the_spec_resolved_to():
+    resolution = pipeline.resolve(load_spec(ROOT / "recipes" / "pytorch-official.yaml"))
+    stack = resolution.resolved
+    expect = pipeline.expectations(resolution).to_probe()
+    assert expect["cuda"] == stack.cuda and expect["gpus"] == [g.name for g in stack.gpus]
+    assert expect["sms"] == sorted({"".join(g.compute_capability.split(".")) for g in stack.gpus}, key=int)
+    assert expect["frameworks"] == {f.name: {"version": f.version, "cuda": f.cuda} for f in stack.frameworks}
+
+
 def _unlockable_spec(folder: Path) -> Path:
     """Resolves (no framework), but the channel has no envbuild-demo >= 9 to lock."""
     support.demo_channel(folder)

@@ -279,8 +279,7 @@ class ExpectedFramework:
 @dataclass(frozen=True)
 class Expectations:
     """What the probe should find in the image: the stack a spec resolved to. Derived from
-    a Resolution by the caller (`envbuild.pipeline.expectations`); empty means the image's
-    envbuild labels are the only expectation."""
+    a Resolution by the caller (`envbuild.pipeline.expectations`)."""
 
     cuda: str | None = None
     sms: tuple[str, ...] = ()  # compiled architectures the GPUs need, "80", "90"
@@ -289,7 +288,5 @@ class Expectations:
 
     def to_probe(self) -> dict[str, Any]:
         """The probe's `expect` input (probe.py: cuda, sms, gpus, frameworks{name: {version, cuda}})."""
-        if self == Expectations():
-            return {}
         return {"cuda": self.cuda, "sms": list(self.sms), "gpus": list(self.gpus),
                 "frameworks": {f.name: {"version": f.version, "cuda": f.cuda} for f in self.frameworks}}
