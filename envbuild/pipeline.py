@@ -19,13 +19,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envbuild.errors import LockRefused, Unresolved, VerifyFailed
+
+if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
+    from envbuild.dockerfile.context import Base, BuildContext
+    from envbuild.image.make import ImageOptions, ImageResult
+    from envbuild.model import Resolution, Spec
+    from envbuild.verify import Expectations
 
 # --- resolve ------------------------------------------------------------------------------
 
 
-def resolve(spec):
+def resolve(spec: Spec) -> Resolution:
     """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
     from envbuild.resolver import resolve as run_resolver
 
@@ -38,7 +45,7 @@ def resolve(spec):
 # --- lock ---------------------------------------------------------------------------------
 
 
-def lock(spec, resolution, *, lock_dir: Path | None, scratch: Path, platform: str | None = None,
+def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, platform: str | None = None,
          quiet: bool = False) -> Path:
     """A lock folder that matches the spec: `lock_dir` as it is when it is current, else a
     fresh lock written there (or under `scratch` when no folder was named)."""
@@ -66,7 +73,7 @@ def lock(spec, resolution, *, lock_dir: Path | None, scratch: Path, platform: st
 # --- context ------------------------------------------------------------------------------
 
 
-def base(resolution, *, mirror: str | None = None, pin_digests: bool = False):
+def base(resolution: Resolution, *, mirror: str | None = None, pin_digests: bool = False) -> Base:
     """What FROM names: the catalog's base through `mirror`, pinned by the digest its tag
     has now in the registry when `pin_digests`."""
     from envbuild.dockerfile.context import Base, catalog_base
@@ -81,9 +88,10 @@ def base(resolution, *, mirror: str | None = None, pin_digests: bool = False):
     return Base(str(ref), ref.digest)
 
 
-def context(out: Path, resolution, lock_dir: Path, *, platform: str | None = None, mirror: str | None = None,
-            pin_digests: bool = False, wheelhouse: Path | None = None, force: bool = False):
-    """The build context in `out` (dockerfile.context.BuildContext). A pinned base is
+def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
+            mirror: str | None = None, pin_digests: bool = False, wheelhouse: Path | None = None,
+            force: bool = False) -> BuildContext:
+    """The build context in `out`. A pinned base is
     recorded in the lock folder first, so the lock names the exact base it was built on."""
     from envbuild.dockerfile.context import write_context
     from envbuild.lock import folder
@@ -95,7 +103,7 @@ def context(out: Path, resolution, lock_dir: Path, *, platform: str | None = Non
                          force=force)
 
 
-def image_ref(resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
+def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
               pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
     """The reference `envbuild image` gives this locked stack's image, without building it:
     repository:content-tag, by digest too when the registry has that tag (a job that runs
@@ -120,7 +128,7 @@ def image_ref(resolution, repository: str, lock_dir: Path, *, mirror: str | None
 # --- verify gate --------------------------------------------------------------------------
 
 
-def expectations(resolution):
+def expectations(resolution: Resolution) -> Expectations:
     """What the probe should find in an image of this resolved spec."""
     from envbuild.probe import sm_of
     from envbuild.verify import ExpectedFramework, Expectations
@@ -131,7 +139,7 @@ def expectations(resolution):
                         frameworks=tuple(ExpectedFramework(f.name, f.version, f.cuda) for f in stack.frameworks))
 
 
-def verify_gate(image_id: str, expect, progress) -> dict:
+def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
     """Run the probe on the image; VerifyFailed unless its required checks pass. Returns
     the report's summary."""
     from envbuild.verify import run_verify
@@ -150,9 +158,9 @@ def verify_gate(image_id: str, expect, progress) -> dict:
 # --- the image: context -> build -> verify gate -> tag, push -------------------------------
 
 
-def make_image(resolution, lock_dir: Path, options, *, progress=None):
-    """The image for a resolved, locked spec (image.make.ImageOptions in, ImageResult out):
-    built or found by its content tag, verified when asked, then tagged and pushed."""
+def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
+    """The image for a resolved, locked spec: built or found by its content tag, verified
+    when asked, then tagged and pushed."""
     from envbuild.image import build as engine_build, make
 
     start = time.monotonic()
@@ -168,7 +176,7 @@ def make_image(resolution, lock_dir: Path, options, *, progress=None):
         built = context(options.keep_context or workdir / "context", resolution, lock_dir, platform=platform,
                         mirror=options.mirror, pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
                         force=options.force_context)
-        result = make.build(resolution, built, options, platform=platform, progress=progress, start=start)
+        result = make.build(resolution, built, options, platform=platform, progress=progress)
         if not result.done:
             if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
                 result.verification = verify_gate(result.image_id, expectations(resolution), progress)

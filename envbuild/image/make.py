@@ -77,7 +77,7 @@ def check_repository(repository: str) -> None:
 
 
 def build(resolution: Resolution, context: BuildContext, options: ImageOptions, *, platform: str,
-          progress, start: float) -> ImageResult:
+          progress) -> ImageResult:
     """The image for the context under its content tag: found locally, found in the registry
     (pulled when it is needed here), or built. No tag is moved yet."""
     from envbuild.image import build as engine_build, engine, tag
