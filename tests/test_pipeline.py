@@ -56,6 +56,23 @@ def test_expectations_are_what_the_spec_resolved_to():
     assert expect["frameworks"] == {f.name: {"version": f.version, "cuda": f.cuda} for f in stack.frameworks}
 
 
+@pytest.mark.docker
+def test_verify_expect_resolves_the_spec_and_passes_what_it_resolved_to(base_image, tmp_path):
+    recipe = ROOT / "recipes" / "pytorch-official.yaml"
+    proc = envbuild("verify", base_image, "--expect", recipe, "--no-perf", "--json", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    told = json.loads(proc.stdout)["probe"]["expect"]
+    wanted = pipeline.expectations(pipeline.resolve(load_spec(recipe))).to_probe()
+    assert {key: told[key] for key in wanted} == wanted and wanted["frameworks"]["pytorch"]["version"]
+
+
+def test_verify_expect_with_a_conflicting_spec_is_bad_input(tmp_path):
+    proc = envbuild("verify", "unused:tag", "--expect", CONFLICT, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"envbuild: error: {CONFLICT}: the expected spec does not resolve: ")
+
+
 def _unlockable_spec(folder: Path) -> Path:
     """Resolves (no framework), but the channel has no envbuild-demo >= 9 to lock."""
     support.demo_channel(folder)
