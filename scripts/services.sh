@@ -9,6 +9,12 @@
 # slurmd on 127.0.0.1 (ports 16817/16818), partition `gpu` with GPU gres of types v100 and
 # a100 declared on empty files (the machine has no GPU). Clients find its slurm.conf through
 # SLURM_CONF=.services/slurm/slurm.conf (ENVBUILD_TEST_SLURM_CONF in .services/env).
+# The fake GPUs are character devices (a copy of /dev/null: Slurm only hands out gres files
+# that are devices, and only then names the job's GPUs in SLURM_JOB_GPUS/CUDA_VISIBLE_DEVICES).
+#
+# Podman runs the Slurm jobs of `runtime: podman` targets. A test CDI spec in /var/run/cdi
+# names the fake GPUs as the NVIDIA Container Toolkit names real ones (nvidia.com/gpu=0..3,
+# =all), so `podman run --device nvidia.com/gpu=N` puts fake GPU N at /dev/nvidiaN.
 #
 # Public registries cannot be reached from CI machines, so the stand-in base is a Debian
 # bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
@@ -52,6 +58,7 @@ need_packages() {
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
   command -v slurmctld >/dev/null || missing+=(slurm-wlm)
   command -v munged >/dev/null || missing+=(munge)
+  command -v podman >/dev/null || missing+=(podman)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq >"$DIR/apt.log" 2>&1
@@ -178,7 +185,14 @@ start_slurm() {
   S=$(cd "$DIR" && pwd -P)/slurm  # the physical path: the daemons outlive the checkout that started them
   host=$(hostname -s)
   mkdir -p "$S/state" "$S/spool"
-  touch "$S"/fakegpu{0,1,2,3}
+  local gpu remade=
+  for gpu in "$S"/fakegpu{0,1,2,3}; do
+    if [[ ! -c $gpu ]]; then
+      rm -f "$gpu"
+      mknod -m 666 "$gpu" c 1 3  # major 1, minor 3: /dev/null
+      remade=1
+    fi
+  done
   cat >"$S/slurm.conf.tmp" <<EOF
 ClusterName=envbuild
 SlurmctldHost=$host(127.0.0.1)
@@ -222,6 +236,11 @@ EOF
     log "starting slurmctld (log: .services/slurm/slurmctld.log)"
     slurmctld -f "$S/slurm.conf"
   fi
+  if [[ -n $remade ]] && alive "$S/slurmd.pid"; then
+    log "restarting slurmd (the fake GPUs are devices now)"
+    kill "$(cat "$S/slurmd.pid")"
+    for ((i = 0; i < 50; i++)); do alive "$S/slurmd.pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   if ! alive "$S/slurmd.pid"; then
     log "starting slurmd"
     slurmd -f "$S/slurm.conf"
@@ -237,6 +256,36 @@ stop_slurm() {  # the daemons `up` started (munged is left running: other tools 
       kill "$(cat "$S/$d.pid")"
     fi
   done
+}
+
+container_config() {  # podman: the test CDI spec, the open registry over plain HTTP, rlimits
+  local S n nofile
+  S=$(cd "$DIR" && pwd -P)/slurm
+  nofile=$(ulimit -Hn)
+  [[ $nofile == unlimited ]] && nofile=1048576
+  mkdir -p /var/run/cdi /etc/containers/registries.conf.d /etc/containers/containers.conf.d
+  {
+    echo "# Test CDI spec written by envbuild's scripts/services.sh: fake GPUs, not NVIDIA's."
+    echo "cdiVersion: 0.5.0"
+    echo "kind: nvidia.com/gpu"
+    echo "devices:"
+    for n in 0 1 2 3; do
+      echo "- name: \"$n\""
+      echo "  containerEdits:"
+      echo "    deviceNodes: [{path: /dev/nvidia$n, hostPath: $S/fakegpu$n}]"
+    done
+    echo "- name: all"
+    echo "  containerEdits:"
+    echo "    deviceNodes:"
+    for n in 0 1 2 3; do echo "    - {path: /dev/nvidia$n, hostPath: $S/fakegpu$n}"; done
+  } >/var/run/cdi/envbuild-test-gpu.yaml.tmp
+  mv /var/run/cdi/envbuild-test-gpu.yaml.tmp /var/run/cdi/envbuild-test-gpu.yaml
+  printf '[[registry]]\nlocation = "127.0.0.1:%s"\ninsecure = true\n' "$OPEN_PORT" \
+    >/etc/containers/registries.conf.d/envbuild-test.conf
+  # Rootful podman raises nofile and nproc to its own maxima by default; where the machine
+  # withholds CAP_SYS_RESOURCE runc cannot set them, so the containers get modest limits.
+  printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=4096:4096"]\n' "$nofile" "$nofile" \
+    >/etc/containers/containers.conf.d/envbuild-test.conf
 }
 
 write_env() {
@@ -273,6 +322,7 @@ case "${1:-}" in
     stand_in_images
     wheelhouse
     start_slurm
+    container_config
     write_env
     log "ready (.services/env)"
     ;;

@@ -1,12 +1,18 @@
 """Slurm end to end on the single-node Slurm of scripts/services.sh (GPU gres of types
-v100 and a100 declared on empty files: the node has no GPU, so jobs run the probe's
-static part with the node's Python: `runtime: host`)."""
+v100 and a100 declared on stand-in device files: the node has no GPU, so jobs run the
+probe's static part, with the node's Python (`runtime: host`) or in the image through
+Podman (`runtime: podman`), which gets the job's GPUs by their CDI names from the test
+CDI spec that scripts/services.sh writes)."""
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
+import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -111,3 +117,119 @@ def test_verify_fleet_on_kubernetes_without_a_context_writes_manifests_and_says_
     assert "NOT_RUN  a100" in done.stdout and "0 passed, 0 failed, 2 not run" in done.stdout
     suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
     assert [s.get("skipped") for s in suites] == ["1", "1"]
+
+
+# --- containers: Podman (a CDI consumer) on the Slurm node ---------------------------------------
+@pytest.fixture(scope="module")
+def probe_image(slurm_env, docker_client, registry, base_image) -> str:
+    """The stand-in base with the probe at /opt/envbuild/probe.py, pushed to the open registry."""
+    import image_support
+
+    if shutil.which("podman") is None:
+        pytest.fail("podman is missing: run ./scripts/services.sh up")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (("Dockerfile", f"FROM {base_image}\nCOPY probe.py /opt/envbuild/probe.py\n".encode()),
+                           ("probe.py", (ROOT / "envbuild/probe.py").read_bytes())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    ref = f"{registry}/{image_support.TEST_NAMESPACE}/fleet-probe:{uuid.uuid4().hex[:8]}"
+    docker_client.images.build(fileobj=buf, custom_context=True, tag=ref, rm=True)
+    docker_client.images.push(ref)
+    yield ref
+    subprocess.run(["podman", "rmi", "--ignore", ref], capture_output=True)
+
+
+CONTAINERS = """targets:
+  v100:
+    gpu: V100
+    scheduler: {kind: slurm, partition: gpu, gres_type: v100, runtime: host, mem: 200M, time: "00:05:00"}
+  a100:
+    gpu: A100
+    scheduler: {kind: slurm, partition: gpu, gres_type: a100, runtime: podman, mem: 500M, time: "00:05:00"}
+  v100-docker:
+    gpu: V100
+    scheduler: {kind: slurm, partition: gpu, gres_type: v100, runtime: docker, mem: 500M, time: "00:05:00"}
+"""
+
+
+def test_verify_fleet_passes_on_a_host_target_and_a_podman_target(tmp_path, slurm_env, probe_image):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(CONTAINERS)
+    done = _cli(slurm_env, "verify", probe_image, "--fleet", str(fleet), "--target", "v100", "--target", "a100",
+                "--static", "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"),
+                "--junit", str(tmp_path / "v.xml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert [(t["name"], t["status"], t["state"]) for t in report["targets"]] == [
+        ("v100", "pass", "COMPLETED"), ("a100", "pass", "COMPLETED")]
+    podman = report["targets"][1]
+    assert podman["probe"]["python"] == "3.11.2"  # the image's Python (the stand-in's Debian bookworm), not the node's
+    assert any(c["name"] == "static.python" and c["status"] == "pass" for c in podman["checks"])
+    suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["envbuild.verify.v100", "envbuild.verify.a100"]
+    assert all(s.get("failures") == "0" for s in suites)
+    script = (tmp_path / "work" / "envbuild-verify-a100.sh").read_text()
+    assert 'GPUS+=(--device "nvidia.com/gpu=$id")' in script and 'podman run --rm "${GPUS[@]}" "$IMAGE" python3 /opt/envbuild/probe.py' in script
+
+
+def test_a_podman_job_sees_exactly_the_gpus_slurm_gave_it(tmp_path, slurm_env, probe_image):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(CONTAINERS)
+    script = tmp_path / "job.sh"
+    done = _cli(slurm_env, "export", "slurm", "--image", probe_image, "--fleet", str(fleet), "--target", "a100",
+                "--static", "--command", "sh -c 'echo devices: /dev/nvidia*'", "-o", str(script))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "job.out"
+    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
+                            env=slurm_env, capture_output=True, text=True, timeout=200)
+    assert submit.returncode == 0, submit.stderr + out.read_text()
+    seen = [line.split()[1:] for line in out.read_text().splitlines() if line.startswith("devices:")]
+    # gres a100 is fake GPUs 2 and 3: the container holds the one Slurm allocated, nothing of the v100s
+    assert seen in ([["/dev/nvidia2"]], [["/dev/nvidia3"]]), out.read_text()
+
+
+def test_a_container_that_cannot_start_is_a_fail_with_the_engines_message(tmp_path, slurm_env, registry):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(CONTAINERS)
+    missing = f"{registry}/envbuild-tests/absent-{uuid.uuid4().hex[:8]}:1"
+    done = _cli(slurm_env, "verify", missing, "--fleet", str(fleet), "--target", "a100", "--target", "v100-docker",
+                "--static", "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"), "--timeout", "120")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("FAIL     a100 ") and "(job " in lines[0] and "failed): Error: initializing source" in lines[0]
+    assert "manifest unknown" in lines[0] and "manifest unknown" in lines[1]  # podman's words, then the Docker engine's
+    assert lines[1].startswith("FAIL     v100-docker ") and "docker: Error response from daemon" in lines[1]
+    report = json.loads((tmp_path / "v.json").read_text())
+    for t in report["targets"]:
+        assert t["status"] == "fail" and t["state"] == "FAILED" and t["failed_required"] == ["scheduler.job"]
+        assert missing in t["checks"][0]["cause"]
+
+
+@pytest.mark.parametrize("runtime, devices, expected", [
+    ("docker", "gpus", 'GPUS=(--gpus "\\"device=$SLURM_JOB_GPUS\\"")'),
+    ("podman", "gpus", "error: "),
+    ("docker", "nvidia", "error: "),
+])
+def test_how_docker_and_podman_ask_for_gpus(tmp_path, runtime, devices, expected):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(f"targets:\n  a:\n    gpu: A100\n    scheduler: {{kind: slurm, partition: gpu, runtime: {runtime}, devices: {devices}}}\n")
+    done = _cli(dict(os.environ), "export", "slurm", "--image", "img:1", "--fleet", str(fleet), "--target", "a")
+    if expected == "error: ":
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "scheduler.devices" in done.stderr and "cdi (docker or podman) or gpus (docker's --gpus only)" in done.stderr
+    else:
+        assert done.returncode == 0 and expected in done.stdout and "nvidia.com/gpu" not in done.stdout
+
+
+def test_jobs_still_running_at_the_timeout_are_cancelled(tmp_path, slurm_env):
+    done = _cli(slurm_env, "verify", "img:1", "--fleet", _fleet(tmp_path), "--target", "v100", "--static",
+                "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"), "--timeout", "0")
+    assert done.returncode == 1, done.stderr
+    [target] = json.loads((tmp_path / "v.json").read_text())["targets"]
+    assert target["status"] == "fail" and target["state"] == "CANCELLED after 0 s (envbuild verify --timeout)"
+    state = subprocess.run(["scontrol", "show", "job", "-o", target["scheduler_job"]], env=slurm_env,
+                           capture_output=True, text=True).stdout
+    assert "JobState=CANCELLED" in state  # not left queued or running

@@ -23,6 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
     fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
+    fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +71,8 @@ def _run_fleet(args: argparse.Namespace) -> int:
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
-    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout)
+    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
+                          kube_context=args.kube_context)
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)

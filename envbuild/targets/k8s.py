@@ -16,7 +16,7 @@ KEYS = {
     "namespace": (str, "the namespace the Job is created in"),
     "node_selector": (dict, "extra node labels, e.g. {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}"),
     "tolerations": (list, "extra tolerations, as in a pod spec"),
-    "context": (str, "kubectl context to submit with (default: the current one)"),
+    "context": (str, "kube context `envbuild verify --fleet` submits with (default: the current one)"),
 }
 REQUIRED: tuple[str, ...] = ()
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -58,11 +58,20 @@ def render(job: Job) -> str:
     return yaml.safe_dump(manifest(job), sort_keys=False)
 
 
-def submit(jobs: list[Job], workdir, progress) -> dict[str, dict]:
-    """Without a kube context, write the manifests and say how to apply them."""
-    import shutil
-    import subprocess
+def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, context: str | None = None,
+           poll: float = 2.0) -> dict[str, dict]:
+    """With a kube context, one Job per target through the API server: wait, read the pod's
+    log, delete the Job. Without one, write the manifests and say how to apply them."""
+    from envbuild.targets import k8s_api
 
+    contexts = [context] + [j.scheduler.get("context") for j in jobs]
+    chosen = k8s_api.context_to_use(next((c for c in contexts if c), None))
+    if chosen is None:
+        return _write_manifests(jobs, workdir, progress)
+    return k8s_api.run_jobs([(job, manifest(job)) for job in jobs], chosen, workdir, progress, timeout=timeout, poll=poll)
+
+
+def _write_manifests(jobs: list[Job], workdir, progress) -> dict[str, dict]:
     from envbuild import atomic
 
     paths = []
@@ -70,12 +79,7 @@ def submit(jobs: list[Job], workdir, progress) -> dict[str, dict]:
         path = workdir / f"{job.name}.yaml"
         atomic.write_text(path, render(job))
         paths.append(path)
-    context = shutil.which("kubectl") and subprocess.run(["kubectl", "config", "current-context"],
-                                                         capture_output=True, text=True).returncode == 0
     files = " ".join(f"-f {p}" for p in paths)
-    if not context:
-        progress(f"no kube context: wrote {len(paths)} manifest(s); apply them with `kubectl apply {files}`, "
-                 f"then read each report with `kubectl logs job/<name>`")
-    else:
-        progress(f"kubectl context found; apply with `kubectl apply {files}` (not applied automatically)")
+    progress(f"no kube context: wrote {len(paths)} manifest(s); apply them with `kubectl apply {files}`, "
+             f"then read each report with `kubectl logs job/<name>`")
     return {job.name: {"status": "submitted-manually", "manifest": str(p)} for job, p in zip(jobs, paths)}

@@ -2,9 +2,15 @@
 
 The container carries CUDA, so the script never loads a cuda module. How the image runs
 depends on the site (`scheduler.runtime`): Apptainer (`apptainer exec --nv docker://...`,
-the default), pyxis (`srun --container-image`), the Docker engine, or `host`: run the
-probe directly on the node with the node's own Python, which checks the submission path
+the default), pyxis (`srun --container-image`), the Docker engine, Podman, or `host`: run
+the probe directly on the node with the node's own Python, which checks the submission path
 where no container runtime exists (the probe's static part only needs the standard library).
+
+Docker and Podman run outside the job's cgroup, so they are told which GPUs Slurm gave the
+job: Slurm's global GPU IDs (SLURM_JOB_GPUS, never relative to a device cgroup) become the
+CDI device names of the NVIDIA Container Toolkit, `--device nvidia.com/gpu=<id>` (a Docker engine
+with CDI, Podman 4.1+), or `--gpus device=<ids>` for Docker's legacy NVIDIA runtime hook
+(`devices: gpus`).
 """
 from __future__ import annotations
 
@@ -24,12 +30,14 @@ KEYS = {
     "gres_type": (str, "the GPU type in gres.conf, e.g. v100 (gives --gres=gpu:v100:N)"),
     "account": (str, "the account to charge"),
     "qos": (str, "the quality of service"),
-    "runtime": (str, "apptainer (default), pyxis, docker or host"),
+    "runtime": (str, "apptainer (default), pyxis, docker, podman or host"),
+    "devices": (str, "how docker asks for the job's GPUs: cdi (default, --device nvidia.com/gpu=<id>) or gpus (--gpus)"),
     "time": (str, "time limit, e.g. 01:00:00"),
     "mem": (str, "memory per job as sbatch takes it, e.g. 16G (default: 16G)"),
 }
 REQUIRED = ("partition",)
-RUNTIMES = ("apptainer", "pyxis", "docker", "host")
+RUNTIMES = ("apptainer", "pyxis", "docker", "podman", "host")
+DEVICES = ("cdi", "gpus")
 FINISHED = {"ENDED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
 
@@ -47,6 +55,14 @@ def render(job: Job) -> str:
 
         raise UserError(f"unknown Slurm runtime {runtime!r}", where=job.target.where if job.target else "runtime",
                         hint=f"one of: {', '.join(RUNTIMES)}")
+    devices = cfg.get("devices", "cdi")
+    if devices not in DEVICES or devices == "gpus" and runtime != "docker":
+        from envbuild.errors import UserError
+
+        raise UserError(f"scheduler.devices {devices!r} does not apply to runtime {runtime}"
+                        if devices in DEVICES else f"unknown scheduler.devices {devices!r}",
+                        where=job.target.where if job.target else "devices",
+                        hint="cdi (docker or podman) or gpus (docker's --gpus only)")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job.name}"]
     for key in ("partition", "account", "qos"):
         if cfg.get(key):
@@ -64,6 +80,8 @@ def render(job: Job) -> str:
         job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
     lines += ["set -euo pipefail", f"IMAGE={job.shell([job.image])}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
+    if runtime in ("docker", "podman"):
+        lines += _device_lines(devices)
     steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
     for argv in steps:
         lines.append(_wrap(runtime, job, argv))
@@ -76,9 +94,20 @@ def _wrap(runtime: str, job: Job, argv: list[str]) -> str:
         return f'apptainer exec --nv "docker://$IMAGE" {command}'
     if runtime == "pyxis":
         return f'srun --container-image="$IMAGE" {command}'
-    if runtime == "docker":
-        return f'docker run --rm --gpus "\\"device=$CUDA_VISIBLE_DEVICES\\"" "$IMAGE" {command}'
+    if runtime in ("docker", "podman"):
+        return f'{runtime} run --rm "${{GPUS[@]}}" "$IMAGE" {command}'
     return f"# runtime: host (no container; the probe checks this node's Python)\n{command}"
+
+
+def _device_lines(devices: str) -> list[str]:
+    lines = ['[[ -n "${SLURM_JOB_GPUS:-}" ]] || { echo "envbuild: Slurm named no GPUs for this job'
+             ' (SLURM_JOB_GPUS is empty): the node\'s gres.conf needs File= device paths" >&2; exit 1; }']
+    if devices == "gpus":
+        return lines + ["# Slurm's global GPU IDs, for Docker's NVIDIA runtime hook",
+                        'GPUS=(--gpus "\\"device=$SLURM_JOB_GPUS\\"")']
+    return lines + ["# Slurm's global GPU IDs as CDI device names (as `nvidia-ctk cdi generate` names GPUs by index)",
+                    "GPUS=()",
+                    'for id in ${SLURM_JOB_GPUS//,/ }; do GPUS+=(--device "nvidia.com/gpu=$id"); done']
 
 
 # --- submitting (envbuild verify --fleet) -----------------------------------------------------------
@@ -115,7 +144,13 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
                 states[name] = _state(jid)
         progress(f"verify: {sum(s in FINISHED for s in states.values())}/{len(states)} done ("
                  + ", ".join(f"{n}: {s.lower()}" for n, s in states.items()) + ")")
-        if all(s in FINISHED for s in states.values()) or time.monotonic() > deadline:
+        if all(s in FINISHED for s in states.values()):
+            break
+        if time.monotonic() > deadline:  # cancel what is left rather than leave it queued or running
+            for name, jid in ids.items():
+                if states[name] not in FINISHED:
+                    _run(["scancel", jid])
+                    states[name] = f"CANCELLED after {timeout:g} s (envbuild verify --timeout)"
             break
         time.sleep(poll)
     results = {}

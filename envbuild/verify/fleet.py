@@ -23,7 +23,7 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
 
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
-                 timeout: float = 900, progress=None) -> dict[str, Any]:
+                 timeout: float = 900, kube_context: str | None = None, progress=None) -> dict[str, Any]:
     progress = progress or _progress_line
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -34,7 +34,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     for kind, jobs in by_kind.items():
         mod = module(kind)
         if hasattr(mod, "submit"):
-            kwargs = {"timeout": timeout} if kind == "slurm" else {}
+            kwargs = {"timeout": timeout, **({"context": kube_context} if kind == "k8s" else {})}
             for job_name, result in mod.submit(jobs, workdir, progress, **kwargs).items():
                 results[job_name] = result
         else:
@@ -58,7 +58,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
         elif r.get("status") == "submitted-manually":
             status = "not_run"
         else:
-            status = "fail"
+            status, failed = "fail", ["scheduler.job"]
             checks = [{"name": "scheduler.job", "status": "fail", "required": True,
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
@@ -99,11 +99,22 @@ def summary_text(report: dict[str, Any]) -> str:
         if e["status"] == "not_run":
             extra = f" (submit {e['definition']})"
         failed = f": failed {', '.join(e['failed_required'])}" if e["failed_required"] else ""
+        if e["failed_required"] == ["scheduler.job"]:  # no report: the job's last words say why
+            failed = f": {_why(e['checks'][0].get('cause') or '')}"
         lines.append(f"{e['status'].upper():8} {e['name']:<20} {e['gpu']}{extra}{failed}")
     s = report["summary"]
     lines.append(f"verify: {s['pass']} passed, {s['fail']} failed, {s['not_run']} not run by envbuild "
                  f"({report['mode']} probe, {report['elapsed_s']} s)")
     return "\n".join(lines)
+
+
+def _why(output: str) -> str:
+    """The line of a failed job's output that says why: its last error line, else its last line."""
+    import re
+
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"error|denied|not found|unable|cannot|fatal", line, re.I)]
+    return (errors or lines or ["no output"])[-1][:300]
 
 
 _last = [0]
