@@ -9,7 +9,7 @@ renders them. Commands run a prefix of the order: `wheelhouse` stops after lock,
 `dockerfile` after context, `image` runs it all.
 
 The stage modules do not call each other: the Dockerfile stage only reads the lock
-folder (the base pin is recorded by this module through `envbuild.lock.folder`), the
+folder (the base pin is recorded by this module through `envbuild.lock.base_record`), the
 image stage does not verify, and verification gets its expectations as a value.
 """
 from __future__ import annotations
@@ -94,11 +94,11 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
     """The build context in `out`. A pinned base is
     recorded in the lock folder first, so the lock names the exact base it was built on."""
     from envbuild.dockerfile.context import write_context
-    from envbuild.lock import folder
+    from envbuild.lock import base_record
 
     chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
     if chosen.digest:
-        folder.record_base(lock_dir, resolution.resolved.base_image.ref, chosen.ref, chosen.digest)
+        base_record.write(lock_dir, resolution.resolved.base_image.ref, chosen.ref.split("@")[0], chosen.digest)
     return write_context(out, resolution, lock_dir, platform=platform, base=chosen, wheelhouse=wheelhouse,
                          force=force)
 

@@ -24,7 +24,7 @@ from envbuild.dockerfile.context import LOCAL_CHANNEL
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput
 from envbuild.errors import EnvironmentProblem
-from envbuild.lock.folder import sha256_file
+from envbuild.lock.folder import CONDA_LOCKFILE, sha256_file
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def _conda_lock_sha256(lock: LockInput, platform: str) -> dict[str, str]:
     """url -> sha256 from the conda-lock.yml beside an explicit lock, when there is one."""
     from envbuild.dockerfile.lockfiles import parse_conda_lock_yml
 
-    unified = next((f for f in lock.files if f.name == "conda-lock.yml"), None)
+    unified = next((f for f in lock.files if f.name == CONDA_LOCKFILE), None)
     if unified is None:
         return {}
     packages, _ = parse_conda_lock_yml(unified, platform)

@@ -11,7 +11,7 @@ from envbuild import matrix
 from envbuild.errors import UserError
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.resolver.builds import PYTHONS
+from envbuild.resolver.builds import known_pythons
 from envbuild.resolver.context import index
 from envbuild.spec import load_spec
 
@@ -51,7 +51,7 @@ def stacks(draw) -> Spec:
     return Spec(
         frameworks=(FrameworkRequest(name, version),),
         cuda=draw(st.one_of(st.none(), st.sampled_from(CUDAS))),
-        python=draw(st.one_of(st.none(), st.sampled_from(PYTHONS[2:]))),
+        python=draw(st.one_of(st.none(), st.sampled_from(known_pythons()[2:]))),
         driver=draw(st.one_of(st.none(), st.sampled_from(DRIVERS))),
         gpus=tuple(draw(st.lists(st.sampled_from(GPUS), max_size=2, unique=True))),
         installer=draw(st.one_of(st.none(), st.sampled_from(("pip", "conda")))),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import re
+from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
@@ -42,6 +43,7 @@ KEYS = {
                                                             "min_compute_capability"), ()),
     "cupy": (lambda r: [(r.package, r.cupy_versions)], ("cuda_min", "cuda_max"), ("cupy_versions", "python")),
     "base_images": (lambda r: [r.ref], ("framework_version", "cuda", "cudnn", "python"), ()),
+    "base_families": (lambda r: [r.family], (), ()),
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
@@ -52,6 +54,11 @@ KEYS = {
     "mig_floors": (lambda r: [r.parent], ("min_driver", "min_cuda"), ()),
     "mig_profiles": (lambda r: [(r.parent, r.parent_memory_gb, r.name)], (), ()),
     "cloud_instances": (lambda r: [r.instance_type], (), ()),
+    "pythons": (lambda r: [r.version], ("version",), ()),
+    "packages": (lambda r: [r.name], (), ()),
+    "target_glibc": (lambda r: [r.os], ("glibc",), ()),
+    "target_defaults": (lambda r: ["defaults"], ("glibc", "linux"), ()),
+    "target_archspec": (lambda r: [r.platform], (), ()),
 }
 
 
@@ -69,7 +76,7 @@ def test_rows_have_sources_and_unique_keys(m, table):
     key, _, _ = KEYS[table]
     seen = collections.Counter(k for row in getattr(m, table) for k in key(row))
     assert [k for k, n in seen.items() if n > 1] == []
-    assert all(row.source and row.source.strip() for row in getattr(m, table))
+    assert all((row.source or row.reason).strip() for row in getattr(m, table))
 
 
 @pytest.mark.parametrize("table", sorted(KEYS))
@@ -283,6 +290,53 @@ def test_base_image_filters(m):
     ec2 = L.base_images(m, family="dlc", sagemaker=False)
     assert ec2 and not any("sagemaker" in i.ref for i in ec2)
     assert L.base_images(m, family="cuda", cuda="99") == []
+
+
+def test_every_base_family_has_its_dockerfile_data(m):
+    from envbuild.model import BASE_FAMILIES
+
+    families = {row.family for row in m.base_families}
+    assert families == set(BASE_FAMILIES) - {"auto"} == {row.family for row in m.base_images}
+    assert [row.family for row in m.base_families if not row.image_python] == ["cuda"]
+    assert all(row.dockerfile_comment.strip() for row in m.base_families)
+
+
+def test_known_pythons_are_ordered_and_cover_every_base_image(m):
+    known = L.pythons(m)
+    assert list(known) == sorted(known, key=Version) and known[0] == "2.7"
+    assert {row.python for row in m.base_images if row.python} <= set(known)
+    assert all(row.first_release and row.pep for row in m.pythons)
+
+
+def test_package_sets_are_read_from_the_one_table(m):
+    from envbuild import package_sets
+
+    by_set: dict[str, list[str]] = {}
+    for row in m.packages:
+        assert row.sets, row.name
+        for name in row.sets:
+            by_set.setdefault(name, []).append(row.name)
+    assert package_sets._sets() == {name: tuple(names) for name, names in by_set.items()}
+    # the lock writes its CUDA constraints in this order
+    assert package_sets.package_set("cuda_variant") == ("cudatoolkit", "pytorch-cuda", "cuda-version")
+    # every set the code asks for exists (an unknown one is a KeyError at run time)
+    root = Path(package_sets.__file__).parent
+    used = {found for path in root.rglob("*.py")
+            for found in re.findall(r'package_(?:set|frozenset)\("([a-z_]+)"\)', path.read_text())}
+    assert used == set(by_set)
+
+
+def test_lock_targets(m):
+    assert len(m.target_defaults) == 1  # one statement of the target when its OS is unknown
+    assert {row.platform for row in m.target_archspec} == {"linux-64", "linux-aarch64"}
+
+
+def test_a_row_needs_a_source_or_a_reason(tmp_path):
+    (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler], reason: 'a rule'}\n")
+    assert matrix.load_from(tmp_path, use_cache=False).packages[0].reason == "a rule"
+    (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler]}\n")
+    with pytest.raises(matrix.MatrixError, match=r"packages.yaml:packages\[0\]: every row needs a source"):
+        matrix.load_from(tmp_path, use_cache=False)
 
 
 def test_dlc_region_rewrite():

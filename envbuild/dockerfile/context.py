@@ -199,8 +199,8 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
                                                   pip_wheel=has_pip_wheel(wheelhouse), installed=installed,
                                                   driver_floor=minor_compat_floor(stack.cuda)))
     extra = {}
-    if digest:  # the image carries the record the pipeline put in the lock folder
-        extra[folder.BASE_RECORD] = folder.base_record(stack.base_image.ref, base_ref, digest)
+    if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)
+        extra.update(_base_record(lock_dir, digest))
     out = Path(os.path.abspath(out))
     with atomic.naming(out):
         stage = outputs.staging(out)
@@ -210,3 +210,13 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+
+
+def _base_record(lock_dir: Path, digest: str) -> dict[str, str]:
+    """{base-image.json: its text} when the lock folder records the base pinned by `digest`."""
+    try:
+        text = (lock_dir / folder.BASE_RECORD).read_text(encoding="utf-8")
+        pinned = json.loads(text).get("digest")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {folder.BASE_RECORD: text} if pinned == digest else {}

@@ -1,15 +1,16 @@
-"""Render a Dockerfile from the template of the base's family and the resolved stack.
+"""Render a Dockerfile from the one template, the base family's data and the resolved stack.
 
-Templates (`Dockerfiles/<family>.Dockerfile`) are plain Dockerfiles with `@{name}`
+The template (`Dockerfiles/template.Dockerfile`) is a plain Dockerfile with `@{name}`
 placeholders (`string.Template` with `@` as delimiter, so Docker's own `${VAR}` stays
-untouched). Only values are substituted; the structure lives in the templates.
+untouched). Only values are substituted; the structure lives in the template. What differs
+between base families (the opening comment, whether the base brings a python3) is data:
+the `families` table of `matrices/base_images.yaml`.
 """
 from __future__ import annotations
 
 import json
 import string
 from dataclasses import dataclass
-from pathlib import Path
 
 from envbuild import __version__
 from envbuild.errors import UserError
@@ -96,12 +97,23 @@ class RenderInput:
     driver_floor: str | None = None  # minor-version compatibility's driver floor for the stack's CUDA major
 
 
-def template_path(family: str) -> Path:
-    path = DOCKERFILES_DIR / f"{family}.Dockerfile"
-    if not path.is_file():
-        raise UserError(f"no Dockerfile template for base family {family!r}",
-                        hint=f"templates: {', '.join(sorted(p.stem for p in DOCKERFILES_DIR.glob('*.Dockerfile')))}")
-    return path
+TEMPLATE = DOCKERFILES_DIR / "template.Dockerfile"
+
+
+def base_family(family: str):
+    """The `families` row of the base's family (a `BaseFamily`)."""
+    from envbuild import matrix
+
+    rows = {row.family: row for row in matrix.load().base_families}
+    if family not in rows:
+        raise UserError(f"no Dockerfile data for base family {family!r}",
+                        hint=f"families: {', '.join(sorted(rows))} (matrices/base_images.yaml `families`)")
+    return rows[family]
+
+
+def comment(text: str) -> str:
+    """Dockerfile comment lines: `# ` before each line, a bare `#` for an empty one."""
+    return "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines())
 
 
 def stack_summary(stack: ResolvedStack) -> str:
@@ -172,8 +184,11 @@ def render(data: RenderInput) -> str:
         raise UserError("the resolution chose no base image", hint="set `base` or `base_image` in the spec")
     label_text = " \\\n      ".join(f"{k}={quote(v)}" for k, v in labels(data).items())
     user_env = "".join(f" \\\n    {k}={quote(v)}" for k, v in data.resolution.spec.env)
-    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and base.family == "cuda" else ""
-    template = _Template(template_path(base.family).read_text(encoding="utf-8"))
+    family = base_family(base.family)
+    # A base without its own python3 gets the distribution's in the install stage, and in the
+    # final stage too when the pip environment (a venv over it) needs it at run time.
+    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and not family.image_python else ""
+    template = _Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         envbuild_version=__version__,
         name=data.resolution.spec.name or "envbuild-environment",
@@ -185,6 +200,7 @@ def render(data: RenderInput) -> str:
         user_env=user_env,
         labels=label_text,
         runtime_python=runtime_python,
-        install_python=install_python(data.pip_wheel),
+        family_comment=comment(family.dockerfile_comment),
+        install_python="" if family.image_python else install_python(data.pip_wheel),
         python_check=python_check(data.installer, stack.python, base.ref),
     )

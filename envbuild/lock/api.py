@@ -87,7 +87,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
 
             settings = read_pip_settings()  # the user's mirror, CA bundle, proxy
         request = pip_lock.build_pip_request(spec, resolution, platform, index_url, settings)
-        pip_locks.append((pip_lock.lock_name(platform, i == 0),
+        pip_locks.append((folder.pip_lock_name(platform, i == 0),
                           pip_lock.lock_pip(request, timeout=pip_timeout, allow_unhashed=allow_unhashed)))
 
     if not requests and not pip_locks:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from envbuild.lock.gpu import CUDA_DEPENDENCIES, FRAMEWORK_PACKAGES, dependency_name, is_gpu_build
-from envbuild.lock.request import CUDA_PIN_PACKAGES, SolveRequest, spec_name
+from envbuild.lock.gpu import FRAMEWORK_PACKAGES, dependency_name, is_gpu_build
+from envbuild.lock.request import SolveRequest, spec_name
 from envbuild.model import Conflict, Fix
+from envbuild.package_sets import package_frozenset
 
 UNLIMITED_CUDA = "999"  # a driver that runs every CUDA: isolates the driver's limit
 
@@ -59,7 +60,7 @@ async def _try(solver, request: SolveRequest, **changes):
 
 async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
     platform = request.platform
-    without_cuda_pins = tuple(s for s in request.specs if spec_name(s) not in CUDA_PIN_PACKAGES)
+    without_cuda_pins = tuple(s for s in request.specs if spec_name(s) not in package_frozenset("cuda_pin"))
     virtual = {p.name: p for p in request.virtual_packages}
     target_cuda = virtual["__cuda"].version if "__cuda" in virtual else None
     found = _framework_spec(request)
@@ -91,7 +92,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
             framework, fspec = found
             variants = await _variants(solver, request, fspec, framework)
             cuda = _cuda_variant(solution)
-            asked = ", ".join(s for s in request.specs if spec_name(s) in CUDA_PIN_PACKAGES) or \
+            asked = ", ".join(s for s in request.specs if spec_name(s) in package_frozenset("cuda_pin")) or \
                 ", ".join(request.constraints)
             fixes = (Fix(f"use CUDA {cuda}", {"cuda": cuda}),) if cuda else ()
             gap = _missing_candidates(solver_text)
@@ -195,6 +196,6 @@ async def _variants(solver, request: SolveRequest, fspec: str, framework: str) -
     for record in records:
         for dep in record.depends:
             name = dependency_name(dep)
-            if name in CUDA_DEPENDENCIES and name != "__cuda" and dep not in seen:
+            if name in package_frozenset("cuda_dependency") and name != "__cuda" and dep not in seen:
                 seen.append(dep)
     return ", ".join(seen)

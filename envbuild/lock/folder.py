@@ -347,23 +347,3 @@ def finish_interrupted(folder: Path) -> None:
     os.replace(commit / RECORD, folder / RECORD)
     fault_step("moved the record")
     shutil.rmtree(commit)
-
-
-# --- the base-image record ----------------------------------------------------------------
-
-def base_record(base_image: str, pulled_from: str, digest: str) -> str:
-    """base-image.json: the catalog's base, the reference it was pulled by, and its digest."""
-    return json.dumps({"base_image": base_image, "pulled_from": pulled_from.split("@")[0], "digest": digest},
-                      indent=2) + "\n"
-
-
-def record_base(folder: Path, base_image: str, pulled_from: str, digest: str) -> None:
-    """Add a pinned base to the lock: base-image.json, and conda-lock.yml's metadata,
-    replaced together with the rest of the set as one unit."""
-    def edit(new) -> None:
-        if CONDA_LOCKFILE in new.names:
-            from envbuild.lock.conda_lockfile import record_base_image
-
-            record_base_image(new.path / CONDA_LOCKFILE, base_image, digest)
-
-    update(folder, {BASE_RECORD: base_record(base_image, pulled_from, digest)}, edit)

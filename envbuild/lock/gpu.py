@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from envbuild.package_sets import package_frozenset
+
 # conda package(s) that carry each framework's compiled code, in the order to look for them
 FRAMEWORK_PACKAGES = {
     "pytorch": ("pytorch",),
@@ -20,12 +22,11 @@ FRAMEWORK_PACKAGES = {
     "rapids": ("rapids",),
 }
 
-# Dependencies through which channels tie a build to a CUDA variant: the toolkit packages
-# of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual package.
+# Dependencies through which channels tie a build to a CUDA variant (the toolkit packages
+# of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual
+# package) and those whose version is the variant: the sets `cuda_dependency` and
+# `cuda_variant` of matrices/packages.yaml.
 # (conda-forge's cupy depends on cuda-version, and on cudatoolkit for its CUDA 11 builds.)
-CUDA_DEPENDENCIES = frozenset(
-    {"cudatoolkit", "pytorch-cuda", "cuda-version", "__cuda", "cuda-cudart", "cuda-runtime", "cudnn", "nccl"}
-)
 
 # Only these frameworks publish CPU builds under the same package name; their build string
 # must name CUDA. CuPy and RAPIDS have no CPU builds, so their dependencies decide.
@@ -39,8 +40,6 @@ VARIANT_RECORDS = frozenset({
     "pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly",
     "jaxlib", "tensorflow", "tensorflow-base", "tensorflow-gpu", "cupy", "cupy-core",
 })
-# Dependencies whose version is the CUDA variant a build was made for
-VARIANT_DEPENDENCIES = ("pytorch-cuda", "cudatoolkit", "cuda-version")
 # CUDA in build strings: py3.11_cuda12.4_cudnn9.1.0_0 (pytorch channel), cuda120_py310h..._301
 # and cuda120py311h... (conda-forge), py311_cu124 (torchvision/torchaudio)
 _BUILD_CUDA = (re.compile(r"cuda(\d+)\.(\d+)"), re.compile(r"cuda(\d+)(\d)(?=_|py)"),
@@ -55,7 +54,7 @@ def build_cuda(build: str, depends: tuple[str, ...]) -> str | None:
         if found:
             return f"{int(found.group(1))}.{found.group(2)}"
     for depend in depends:
-        if dependency_name(depend) in VARIANT_DEPENDENCIES:
+        if dependency_name(depend) in package_frozenset("cuda_variant"):
             found = re.search(r"(\d+)\.(\d+)", depend)
             if found:
                 return f"{found.group(1)}.{found.group(2)}"
@@ -98,7 +97,8 @@ def is_gpu_build(framework: str, build: str, depends: tuple[str, ...]) -> bool:
         return True
     if framework in HAS_CPU_BUILDS:
         return False
-    return any(dependency_name(d) in CUDA_DEPENDENCIES for d in depends)
+    cuda_dependencies = package_frozenset("cuda_dependency")
+    return any(dependency_name(d) in cuda_dependencies for d in depends)
 
 
 def build_pin(framework: str) -> str | None:

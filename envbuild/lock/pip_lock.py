@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.lock.folder import pip_lock_name
 from envbuild.lock.metadata import Stamp
 from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment
 from envbuild.lock.pip_tags import uv_platform
@@ -28,15 +29,9 @@ from envbuild.model import Conflict, Fix, Resolution, Spec
 from envbuild.urls import mask, mask_text, strip_credentials
 
 DEFAULT_INDEX = "https://pypi.org/simple"
-LOCKFILE = "requirements.lock"
 STAMP_PREFIX = "# envbuild."
 # Pythons a failed lock is retried with, to offer a fix that is known to lock
 PROBE_PYTHONS = ("3.14", "3.13", "3.12", "3.11", "3.10", "3.9")
-
-
-def lock_name(platform: str, first: bool) -> str:
-    """requirements.lock for the first platform, requirements-<platform>.lock for others."""
-    return LOCKFILE if first else f"requirements-{platform}.lock"
 
 
 @dataclass(frozen=True)
@@ -376,7 +371,7 @@ def render(lock: PipLock, stamp: Stamp) -> str:
     ]
     if lock.hashed:
         lines.append("# Every package is pinned with the sha256 of the files its index publishes:")
-        lines.append(f"#   pip install --require-hashes -r {lock_name(request.platform, True)}")
+        lines.append(f"#   pip install --require-hashes -r {pip_lock_name(request.platform, True)}")
     else:
         lines.append(f"# NOT FULLY HASHED: {lock.note}.")
     lines += [f"{STAMP_PREFIX}{key}: {value}" for key, value in stamp.fields().items()]

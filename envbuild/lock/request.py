@@ -10,12 +10,7 @@ from envbuild.errors import UserError
 from envbuild.lock.gpu import FRAMEWORK_PACKAGES, build_pin
 from envbuild.lock.virtual import VirtualPackage, target_virtual_packages
 from envbuild.model import Resolution, ResolvedFramework, Spec
-
-# Packages that select a CUDA variant; a diagnosis drops them to see whether the variant
-# is what makes the request unsatisfiable.
-# Packages whose version IS the CUDA variant (major.minor) in the channels that use them.
-VARIANT_PACKAGES = ("cudatoolkit", "pytorch-cuda", "cuda-version")
-CUDA_PIN_PACKAGES = frozenset({"cudatoolkit", "pytorch-cuda", "cuda-version", "cuda-toolkit", "cuda-runtime", "cudnn"})
+from envbuild.package_sets import package_set
 
 
 @dataclass(frozen=True)
@@ -88,8 +83,9 @@ def build_requests(spec: Spec, resolution: Resolution, platforms: tuple[str, ...
     constraints: list[str] = []
     gpu = tuple(f.name for f in frameworks if f.cuda)
     if gpu and stack.cuda:
-        # Whatever pulls these in must agree with the resolved CUDA / cuDNN.
-        constraints += [f"{name} {stack.cuda}.*" for name in VARIANT_PACKAGES]
+        # Whatever pulls these in must agree with the resolved CUDA / cuDNN: the packages
+        # whose version IS the CUDA variant in the channels that use them.
+        constraints += [f"{name} {stack.cuda}.*" for name in package_set("cuda_variant")]
         if stack.cudnn:
             constraints.append(f"cudnn {stack.cudnn}.*")
     return [

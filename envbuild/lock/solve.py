@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
 from envbuild.lock.gpu import FRAMEWORK_PACKAGES, is_gpu_build, variant_problem
-from envbuild.lock.request import VARIANT_PACKAGES, SolveRequest
+from envbuild.lock.request import SolveRequest
 from envbuild.lock.virtual import VirtualPackage
 from envbuild.model import Conflict, Fix
+from envbuild.package_sets import package_frozenset
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
     if request.cuda:
         wanted = request.cuda.split(".")[:2]
         for p in packages:
-            if p.name in VARIANT_PACKAGES and p.version.split(".")[:2] != wanted:
+            if p.name in package_frozenset("cuda_variant") and p.version.split(".")[:2] != wanted:
                 conflicts.append(Conflict(
                     kind="framework_cuda_mismatch",
                     message=f"the solver chose {p.name} {p.version} for {request.platform}, but the resolved CUDA is "

@@ -8,12 +8,9 @@ driver is unknown), `__glibc` from the base image's OS, `__linux`, `__unix`, `__
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
 
 from envbuild.errors import UserError
 from envbuild.model import ResolvedStack
-from envbuild.paths import DATA_DIR
 
 
 @dataclass(frozen=True)
@@ -26,21 +23,20 @@ class VirtualPackage:
         return f"{self.name}={self.version}={self.build}"
 
 
-@lru_cache(maxsize=1)
-def _targets() -> dict[str, Any]:
-    import yaml
+def _targets():
+    """The matrices, whose lock_targets.yaml tables say what the target machine is."""
+    from envbuild import matrix
 
-    with open(DATA_DIR / "lock_targets.yaml", encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return matrix.load()
 
 
 def glibc_for(os_label: str | None) -> str:
-    data = _targets()
+    m = _targets()
     if os_label:
-        for row in data["glibc"]:
-            if row["os"] == os_label:
-                return row["glibc"]
-    return data["defaults"]["glibc"]
+        for row in m.target_glibc:
+            if row.os == os_label:
+                return row.glibc
+    return m.target_defaults[0].glibc
 
 
 def cuda_for(stack: ResolvedStack) -> str | None:
@@ -52,17 +48,18 @@ def cuda_for(stack: ResolvedStack) -> str | None:
 
 
 def target_virtual_packages(stack: ResolvedStack, platform: str) -> tuple[VirtualPackage, ...]:
-    data = _targets()
-    arch = data["archspec"].get(platform)
+    m = _targets()
+    archspec = {row.platform: row.archspec for row in m.target_archspec}
+    arch = archspec.get(platform)
     if arch is None:
         raise UserError(
             f"cannot lock for platform {platform!r}",
-            hint=f"supported: {', '.join(sorted(data['archspec']))}",
+            hint=f"supported: {', '.join(sorted(archspec))}",
         )
     os_label = stack.base_image.os if stack.base_image else None
     packages = [
         VirtualPackage("__unix", "0"),
-        VirtualPackage("__linux", data["defaults"]["linux"]),
+        VirtualPackage("__linux", m.target_defaults[0].linux),
         VirtualPackage("__glibc", glibc_for(os_label)),
         VirtualPackage("__archspec", "1", arch),
     ]

@@ -36,6 +36,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
     "cupy": ("cupy.yaml", "packages", t.CupyPackage),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
+    "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
@@ -44,6 +45,11 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "mig_floors": ("mig.yaml", "floors", t.MigFloor),
     "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
+    "pythons": ("pythons.yaml", "releases", t.PythonRelease),
+    "packages": ("packages.yaml", "packages", t.Package),
+    "target_glibc": ("lock_targets.yaml", "glibc", t.TargetGlibc),
+    "target_defaults": ("lock_targets.yaml", "defaults", t.TargetDefaults),
+    "target_archspec": ("lock_targets.yaml", "archspec", t.TargetArchspec),
 }
 
 
@@ -64,6 +70,7 @@ class Matrices:
     rapids: tuple[t.RapidsRelease, ...] = ()
     cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
+    base_families: tuple[t.BaseFamily, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     installer_pythons: tuple[t.InstallerPython, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
@@ -74,6 +81,11 @@ class Matrices:
     # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()
+    pythons: tuple[t.PythonRelease, ...] = ()
+    packages: tuple[t.Package, ...] = ()
+    target_glibc: tuple[t.TargetGlibc, ...] = ()
+    target_defaults: tuple[t.TargetDefaults, ...] = ()
+    target_archspec: tuple[t.TargetArchspec, ...] = ()
 
 
 def _freeze(value: Any) -> Any:
@@ -94,8 +106,8 @@ def _row(row_type: type, raw: Any, where: str):
     unknown = sorted(set(raw) - names - {"note", "notes"})
     if unknown:
         raise MatrixError(f"{where}: unknown field(s) {', '.join(unknown)} for {row_type.__name__}")
-    if not raw.get("source"):
-        raise MatrixError(f"{where}: every row needs a source")
+    if not raw.get("source") and not raw.get("reason"):
+        raise MatrixError(f"{where}: every row needs a source (or, for envbuild's own decision, a reason)")
     values = {k: _freeze(v) for k, v in raw.items() if k in names}
     try:
         return row_type(**values)

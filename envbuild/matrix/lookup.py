@@ -22,6 +22,11 @@ _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com
 
 
 # --- versions --------------------------------------------------------------------------
+def pythons(m: Matrices) -> tuple[str, ...]:
+    """The CPython feature releases envbuild knows (pythons.yaml), oldest first."""
+    return tuple(row.version for row in m.pythons)
+
+
 def version(text: str | None) -> Version | None:
     """`text` as a packaging Version, or None when it is missing or malformed."""
     if text is None:

@@ -43,8 +43,9 @@ class Result:
 
 def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> Result:
     """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`)."""
-    from envbuild.resolver.builds import PYTHONS
+    from envbuild.matrix.lookup import pythons
 
+    known = pythons(m)
     today = today or datetime.date.today().isoformat()
     plan = _plan(m)
     names = sorted(set(plan) | _jax_artefacts(m) | _series_names(m))
@@ -65,7 +66,7 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
                     metadata_files=sum(1 for x in (*torch_meta.values(), *torch_arm.values(), *jax_meta.values()) if x[0]))
 
     def row(package: str, version: str, **extra) -> dict | None:
-        found = w.summarize(grouped[package], version, PYTHONS, pure=package == "jax")
+        found = w.summarize(grouped[package], version, known, pure=package == "jax")
         if not found:
             return None
         return {"package": package, "version": version, "read": today,

@@ -2,9 +2,10 @@
 
 One frozen dataclass per table in `matrices/`. Every row carries `source` (where the
 fact was read), `inferred` (derived rather than read verbatim) and `secondary` (read
-only in a third-party copy of the primary source). Versions are kept as strings in
-the form the source uses; use `packaging.version.Version` / `SpecifierSet` on them
-through the helpers in `envbuild.versions`.
+only in a third-party copy of the primary source); a row that records a decision of
+envbuild's rather than a fact carries `reason` instead of `source`. Versions are kept
+as strings in the form the source uses; use `packaging.version.Version` /
+`SpecifierSet` on them through the helpers in `envbuild.versions`.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Row:
-    source: str
+    source: str = ""
     inferred: bool = False
     secondary: bool = False
+    reason: str = ""  # why, where the row is envbuild's own decision rather than a sourced fact
 
 
 # --- matrices/cuda_driver.yaml -------------------------------------------------------
@@ -176,6 +178,50 @@ class WheelRelease(Row):
     pins: tuple[tuple[str, str], ...] = ()
 
 
+# --- matrices/lock_targets.yaml ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TargetGlibc(Row):
+    """The glibc of a base image's OS, as the lock states it to the solver (__glibc)."""
+
+    os: str = ""  # the OS label of base image tags: "ubuntu22.04"
+    glibc: str = ""
+
+
+@dataclass(frozen=True)
+class TargetDefaults(Row):
+    """__glibc and __linux when the base image's OS is not known."""
+
+    glibc: str = ""
+    linux: str = ""
+
+
+@dataclass(frozen=True)
+class TargetArchspec(Row):
+    """The archspec microarchitecture family of a conda platform (__archspec)."""
+
+    platform: str = ""  # linux-64
+    archspec: str = ""  # x86_64
+
+
+# --- matrices/packages.yaml -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Package(Row):
+    """A package name and the named sets the stages share it in (read via envbuild.package_sets)."""
+
+    name: str = ""
+    sets: tuple[str, ...] = ()
+
+
+# --- matrices/pythons.yaml --------------------------------------------------------------------
+@dataclass(frozen=True)
+class PythonRelease(Row):
+    """A CPython feature release envbuild knows."""
+
+    version: str = ""  # major.minor: "3.12"
+    first_release: str | None = None  # date of the x.y.0 release
+    pep: int | None = None  # the release schedule PEP
+
+
 # --- matrices/base_images.yaml ----------------------------------------------------------------
 @dataclass(frozen=True)
 class BaseImage(Row):
@@ -193,6 +239,15 @@ class BaseImage(Row):
     os: str | None = None  # "ubuntu22.04"
     platforms: tuple[str, ...] = ("linux-64",)
     python_source: str | None = None
+
+
+@dataclass(frozen=True)
+class BaseFamily(Row):
+    """What the Dockerfile template needs to know about the bases of one family."""
+
+    family: str = ""  # dlc | pytorch | rapids | tensorflow | cuda
+    image_python: bool = True  # the bases bring the python3 the installer runs with (nvidia/cuda: none)
+    dockerfile_comment: str = ""  # opens the rendered Dockerfile, one "# " line per line
 
 
 @dataclass(frozen=True)

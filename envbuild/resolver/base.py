@@ -27,14 +27,13 @@ from packaging.version import Version
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import BaseImageChoice
+from envbuild.package_sets import package_frozenset
 from envbuild.resolver.builds import Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index, fact, mm
 from envbuild.resolver.request import Request
 from envbuild.versions import parse_version
 
-# Packages that build CUDA code at install or run time and so need nvcc (a devel image).
-NEEDS_COMPILER = {"cuda-nvcc", "nvcc", "flash-attn", "flash_attn", "apex", "pycuda", "cuda-toolkit"}
 FRAMEWORK_FAMILIES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "rapids": "rapids"}
 _FAMILY_NAMES = {"cuda": "nvidia/cuda"}
 _FLAVOUR_RANK = {"runtime": 0, "devel": 1, None: 2, "base": 3}
@@ -47,7 +46,8 @@ def _pkg_name(text: str) -> str:
 def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | None:
     """Why the image must be a devel flavour, or None."""
     for pkg in (*req.spec.conda_packages, *req.spec.pip_packages):
-        if _pkg_name(pkg) in NEEDS_COMPILER:
+        # packages that build CUDA code at install or run time need nvcc (a devel image)
+        if _pkg_name(pkg) in package_frozenset("needs_compiler"):
             return f"{_pkg_name(pkg)} compiles CUDA code, so the image needs nvcc (devel)"
     if cuda and any(b.framework == "cupy" for b in builds) and parse_version(cuda) >= Version("12.2"):
         return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"

@@ -17,9 +17,15 @@ from packaging.version import Version
 from envbuild.matrix import tables as t
 from envbuild.versions import cuda_to_local, parse_version
 
-# CPython feature releases, the universe a Python specifier is evaluated over when the
-# resolver has to choose a Python.
-PYTHONS = ("2.7", "3.5", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+
+@functools.lru_cache(maxsize=1)
+def known_pythons() -> tuple[str, ...]:
+    """The CPython feature releases (matrices/pythons.yaml), oldest first: the universe a
+    Python specifier is evaluated over when the resolver has to choose a Python."""
+    from envbuild import matrix
+    from envbuild.matrix.lookup import pythons
+
+    return pythons(matrix.load())
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +88,7 @@ def _pythons(text: str | None) -> frozenset[str] | None:
     if text is None:
         return None
     spec = SpecifierSet(text)
-    return frozenset(p for p in PYTHONS if spec.contains(p, prereleases=True) or _minor_in(spec, p))
+    return frozenset(p for p in known_pythons() if spec.contains(p, prereleases=True) or _minor_in(spec, p))
 
 
 def _minor_in(spec: SpecifierSet, minor: str) -> bool:

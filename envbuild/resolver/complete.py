@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from packaging.specifiers import SpecifierSet
 
 from envbuild.resolver import checks, families
-from envbuild.resolver.builds import PYTHONS, Build
+from envbuild.resolver.builds import Build, known_pythons
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
 from envbuild.versions import Constraint, parse_version
-
-_PY_ORDER = tuple(reversed(PYTHONS))
 
 
 @dataclass
@@ -239,7 +237,7 @@ def combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []
     installers = [req.installer] if req.installer else _installer_order(usable)
-    pythons = (req.python,) if req.python else _PY_ORDER
+    pythons = (req.python,) if req.python else tuple(reversed(known_pythons()))
     best, best_score = None, None
     for installer in installers:
         pools = [[b for b in o.viable if b.installer == installer] for o in usable]
@@ -300,7 +298,7 @@ def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
         parts = "; ".join(f"{o.name} only with {', '.join(sorted(i))}" for o, i in zip(outcomes, inst))
         return Problem("framework_cuda_mismatch", f"{names} share no installer ({parts}), so one must move",
                        framework=outcomes[-1].name, hints={"apart": "installer"})
-    pys = [set().union(*(b.pythons_on(req.platform) or set(PYTHONS) for b in o.viable)) for o in outcomes]
+    pys = [set().union(*(b.pythons_on(req.platform) or set(known_pythons()) for b in o.viable)) for o in outcomes]
     if req.python or not set.intersection(*pys):
         return Problem("python_unsupported", f"{names} support no common Python, so one framework version must move",
                        framework=outcomes[-1].name, hints={"apart": "python"})

@@ -123,10 +123,10 @@ def _at_least(a: Version, b: Version) -> bool:
 
 
 def _pythons(spec: str) -> list[str]:
-    from envbuild.resolver.builds import PYTHONS
+    from envbuild.resolver.builds import known_pythons
 
     s = SpecifierSet(spec)
-    return [p for p in PYTHONS if s.contains(f"{p}.0", prereleases=True)]
+    return [p for p in known_pythons() if s.contains(f"{p}.0", prereleases=True)]
 
 
 def _span(pythons: list[str]) -> str:

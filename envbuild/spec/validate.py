@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from envbuild.errors import UserError
 from envbuild.model import BASE_FAMILIES, FRAMEWORKS, INSTALLERS, PLATFORMS, FrameworkRequest, Spec
+from envbuild.package_sets import package_frozenset
 from envbuild.spec.parse import RawSpec
 
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
@@ -45,8 +46,6 @@ _CUDA_IN_NAME = (
 )
 # CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
 _CPU_ONLY = {"tensorflow-cpu": "tensorflow", "pytorch-cpu": "pytorch", "cupy-cpu": "cupy"}
-# Conda packages that choose the CUDA variant; the spec sets that with `cuda:` instead.
-_CUDA_PACKAGES = {"cudatoolkit", "pytorch-cuda", "cuda-version", "cuda-toolkit", "cuda"}
 
 _DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(\.\d{1,3})?")
 # what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",
@@ -491,7 +490,8 @@ class _Validator:
                     where, f"{name} is a framework; envbuild checks it only under frameworks:",
                     f"move it to frameworks: {{{framework[0]}: ...}}",
                 )
-            if kind == "conda" and name in _CUDA_PACKAGES:
+            # conda packages that choose the CUDA variant: the spec sets that with `cuda:` instead
+            if kind == "conda" and name in package_frozenset("spec_cuda_choice"):
                 raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
             if kind == "conda" and not _CONDA_SPEC.fullmatch(item):
                 raise self.fail(where, f"malformed conda package {item!r}",

@@ -2,22 +2,17 @@
 # Base: @{base_ref}
 # Why this base: @{base_why}
 #
-# rapidsai/base images keep RAPIDS in the conda environment at /opt/conda and run as an
-# unprivileged user. Only the `install` stage switches to root (to create the prefix);
-# the final stage adds files and metadata without changing the base's user.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
-
+@{family_comment}
 FROM @{base_ref} AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-@{python_check}COPY envbuild/ /tmp/envbuild/
+@{install_python}@{python_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}
-COPY --from=install @{prefix} @{prefix}
+@{runtime_python}COPY --from=install @{prefix} @{prefix}
 COPY envbuild/image/ /opt/envbuild/
 ENV PATH=@{prefix}/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \

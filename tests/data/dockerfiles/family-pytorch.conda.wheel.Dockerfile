@@ -1,0 +1,42 @@
+# Rendered by envbuild VERSION for demo: cupy 13.3.0 (CUDA 12.1), CUDA 12.1, Python 3.11, conda on linux-64
+# Base: pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime
+# Why this base: runtime flavour: smallest pytorch image with CUDA 12.1
+#
+# pytorch/pytorch images carry PyTorch in the conda environment at /opt/conda, whose
+# python3 is first on PATH; the installer runs with it. A pip environment is a venv over
+# that Python with its site-packages visible, so the base's torch stays importable.
+# Two stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the `install` stage.
+
+FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime AS install
+# The install stage runs as root to create the prefix; it is discarded, and the final stage
+# keeps the base's own user.
+# hadolint ignore=DL3002,DL3066
+USER root
+COPY envbuild/ /tmp/envbuild/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime
+COPY --from=install /opt/env /opt/env
+COPY envbuild/image/ /opt/envbuild/
+ENV PATH=/opt/env/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.1 driver>=525.60.13"
+LABEL org.opencontainers.image.title="demo" \
+      org.opencontainers.image.description="GPU environment: cupy 13.3.0 (CUDA 12.1), CUDA 12.1, Python 3.11, conda on linux-64" \
+      org.opencontainers.image.base.name="pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime" \
+      io.envbuild.version="VERSION" \
+      io.envbuild.spec-hash="95a0fb668cd648c1e9362478c9cde0818c96c327bcaa2a7b2b88abc69d3ffab2" \
+      io.envbuild.matrix-version="MATRIX-VERSION" \
+      io.envbuild.frameworks="cupy==13.3.0+cuda12.1" \
+      io.envbuild.cuda="12.1" \
+      io.envbuild.python="3.11" \
+      io.envbuild.installer="conda" \
+      io.envbuild.platform="linux-64" \
+      io.envbuild.driver="535.104.05" \
+      io.envbuild.gpus="NVIDIA A100=8.0" \
+      io.envbuild.base="pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime" \
+      io.envbuild.prefix="/opt/env" \
+      io.envbuild.probe="/opt/envbuild/probe.py" \
+      io.envbuild.installed.envbuild-demo="1.0"

@@ -1,0 +1,62 @@
+# Rendered by envbuild VERSION for cupy-rtx4090: cupy 13 (CUDA 12.4), CUDA 12.4, Python 3.10, pip on linux-64
+# Base: nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04
+# Why this base: cuda image with CUDA 12.4.1; CuPy on CUDA 12.4 compiles kernels with NVRTC, which needs the CUDA headers of a devel image
+#
+# Two stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the `install` stage; the final image receives only the
+# environment prefix, the lockfiles and the verification probe.
+
+FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04 AS install
+# The install stage runs as root to create the prefix; it is discarded, and the final stage
+# keeps the base's own user.
+# hadolint ignore=DL3002,DL3066
+USER root
+# nvidia/cuda images ship no Python; install.py needs python3 with ensurepip (python3-venv) in this stage.
+# The distribution's own python3: its version is the base release's, so pinning it would
+# break with the next base; the lock pins everything installed into the environment.
+# hadolint ignore=DL3008
+RUN if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends python3 python3-venv \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+# The pip environment is a venv over this python3: it must be the locked Python 3.10.
+RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+    && if [ "$found" != "3.10" ]; then \
+        echo "envbuild: error: base image nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04: python3 is Python $found, the lock is for Python 3.10 (use a base image whose python3 is 3.10, or pin python: $found with a base image that has it, and lock again)" >&2; \
+        exit 1; \
+    fi
+COPY envbuild/ /tmp/envbuild/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04
+# The pip environment is a venv over the system Python, which nvidia/cuda lacks.
+# hadolint ignore=DL3008
+RUN if ! command -v python3 >/dev/null 2>&1; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends python3 \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+COPY --from=install /opt/env /opt/env
+COPY envbuild/image/ /opt/envbuild/
+ENV PATH=/opt/env/bin:$PATH \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.4 driver>=525.60.13"
+LABEL org.opencontainers.image.title="cupy-rtx4090" \
+      org.opencontainers.image.description="GPU environment: cupy 13 (CUDA 12.4), CUDA 12.4, Python 3.10, pip on linux-64" \
+      org.opencontainers.image.base.name="nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04" \
+      io.envbuild.version="VERSION" \
+      io.envbuild.spec-hash="d906dcd3993313e9173e7a6c8c5bf1678199ce01c546c245276dee6844283381" \
+      io.envbuild.matrix-version="MATRIX-VERSION" \
+      io.envbuild.frameworks="cupy==13+cuda12.4" \
+      io.envbuild.cuda="12.4" \
+      io.envbuild.python="3.10" \
+      io.envbuild.installer="pip" \
+      io.envbuild.platform="linux-64" \
+      io.envbuild.driver="550.54.15" \
+      io.envbuild.gpus="GeForce RTX 4090=8.9" \
+      io.envbuild.base="nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04" \
+      io.envbuild.prefix="/opt/env" \
+      io.envbuild.probe="/opt/envbuild/probe.py" \
+      io.envbuild.installed.envbuild-demo="1.0"

@@ -1,0 +1,180 @@
+"""The layers of envbuild, checked on the source: which package may import which.
+
+The import graph is read with `ast` from every module under envbuild/, module-level and
+function-level (lazy) imports alike, since a lazy import is still a dependency. The rules
+(docs/architecture.md):
+
+* spec reads the user's request only: it imports neither the matrices nor the host.
+* dockerfile reads the lock folder only through the reading API of envbuild/lock/folder.py;
+  it writes no lock file.
+* image builds and pushes; it does not run verification. verify checks an image against its
+  recorded expectations; it does not resolve specs again.
+* matrix is data: it imports no stage (resolver, lock, dockerfile, image, verify).
+* No import cycle between packages.
+
+A rule that today's code still breaks is listed in KNOWN_VIOLATIONS with its reason. The
+list can only shrink: the test fails on a new violation and also on a listed one that is
+gone (then delete its line).
+"""
+from __future__ import annotations
+
+import ast
+import collections
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "envbuild"
+
+# The reading API of envbuild/lock/folder.py: names, record, check, and rolling forward a
+# write that was killed after its commit point (every reader does that first).
+FOLDER_READERS = frozenset({
+    "CONDA_LOCKFILE", "PIP_LOCKFILE", "BASE_RECORD", "RECORD", "explicit_name", "pip_lock_name", "is_lock_file",
+    "sha256_file", "read_record", "verify", "recover",
+})
+
+KNOWN_VIOLATIONS = {
+    # spec reaching up to the matrices and the host
+    "envbuild.spec.validate -> envbuild.matrix": "GPU names in a spec are checked against the GPU matrix while validating",
+    "envbuild.spec.validate -> envbuild.matrix.lookup": "the same GPU-name check (gpu_candidates, gpu_names)",
+    "envbuild.spec.cli_args -> envbuild.matrix": "--host names a detected GPU by the matrix's name for it",
+    "envbuild.spec.cli_args -> envbuild.matrix.lookup": "the same --host GPU naming (find_gpu)",
+    "envbuild.spec.cli_args -> envbuild.hostinfo": "--host reads the driver and GPUs of this machine while building the spec",
+    # the Dockerfile stage writing into the lock folder
+    "envbuild.dockerfile.locked -> envbuild.lock.gpu": "the framework's conda package names for the installed-version labels",
+    # package cycles; the edges that close them
+    "cycle: fleet -> spec": "spec.validate imports fleet.memory (parse_gib); fleet imports spec.validate (did_you_mean)",
+    "cycle: spec -> fleet": "spec.validate imports fleet.memory (parse_gib); fleet imports spec.validate (did_you_mean)",
+    "cycle: targets -> spec": "spec.validate imports fleet.memory; fleet.validate imports targets (check_scheduler)",
+    "cycle: fleet -> targets": "fleet.validate imports targets (check_scheduler); targets.job imports fleet (Target)",
+    "cycle: targets -> fleet": "fleet.validate imports targets (check_scheduler); targets.job imports fleet (Target)",
+    "cycle: verify -> targets": "verify.fleet imports targets.job; targets.slurm imports verify.runner (_parse_probe_output)",
+    "cycle: targets -> verify": "verify.fleet imports targets.job; targets.slurm imports verify.runner (_parse_probe_output)",
+    "cycle: verify -> fleet": "verify.fleet imports fleet (Target); fleet.validate imports targets, which imports verify",
+}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The envbuild module `name` is, or lies in (`envbuild.lock.folder.update` -> the module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> dict[str, set[str]]:
+    """module imported -> the names used from it (`from M import a`, `import M` then `M.a`)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    aliases: dict[str, str] = {}  # local name -> module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("envbuild"):
+                    target = _resolve(alias.name)
+                    found[target]
+                    if alias.asname:
+                        aliases[alias.asname] = target
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if not base.startswith("envbuild"):
+                continue
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if submodule in MODULES:  # `from envbuild.lock import folder`: the module folder
+                    found[submodule]
+                    aliases[alias.asname or alias.name] = submodule
+                else:
+                    found[_resolve(base)].add(alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            found[aliases[node.value.id]].add(node.attr)
+    found.pop(module, None)
+    found.pop("envbuild", None)  # the root package holds only the version
+    return found
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def package(module: str) -> str:
+    """envbuild.lock.folder -> lock; envbuild.cli -> cli; the root package -> envbuild."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _edges(source: str, *targets: str):
+    for module, imported in sorted(GRAPH.items()):
+        if package(module) == source:
+            for target in sorted(imported):
+                if package(target) in targets:
+                    yield module, target, imported[target]
+
+
+def violations() -> set[str]:
+    found = set()
+    for source, targets in [("spec", ("matrix", "hostinfo")), ("image", ("verify",)), ("verify", ("resolver",)),
+                            ("matrix", ("resolver", "lock", "dockerfile", "image", "verify"))]:
+        found |= {f"{module} -> {target}" for module, target, _ in _edges(source, *targets)}
+    for module, target, names in _edges("dockerfile", "lock"):
+        if target != "envbuild.lock.folder":
+            found.add(f"{module} -> {target}")
+        else:
+            found |= {f"{module} -> {target}.{name}" for name in names - FOLDER_READERS}
+    return found | cycles()
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = collections.defaultdict(set)
+    for module, imported in GRAPH.items():
+        graph[package(module)] |= {package(t) for t in imported if package(t) != package(module)}
+    return graph
+
+
+def cycles() -> set[str]:
+    """Each package edge that closes a cycle, as `cycle: a -> b`: a imports b, and b reaches a."""
+    graph = package_graph()
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+        return False
+
+    return {f"cycle: {a} -> {b}" for a, targets in graph.items() for b in targets if reaches(b, a)}
+
+
+def test_the_graph_sees_lazy_and_relative_imports():
+    # function-level imports count: spec.cli_args imports the host lazily, inside a function
+    assert "envbuild.hostinfo" in GRAPH["envbuild.spec.cli_args"]
+    # `from envbuild.lock import folder` then `folder.update(...)`: the name used is seen
+    assert "update" in GRAPH["envbuild.lock.base_record"]["envbuild.lock.folder"]
+    assert "envbuild.lock.conda_lockfile" in GRAPH["envbuild.lock.base_record"]
+    assert len(GRAPH) > 100
+
+
+def test_no_new_layer_violation():
+    new = violations() - set(KNOWN_VIOLATIONS)
+    assert sorted(new) == [], "an import reaches across a layer (docs/architecture.md)"
+
+
+def test_known_violations_only_shrink():
+    gone = set(KNOWN_VIOLATIONS) - violations()
+    assert sorted(gone) == [], "fixed: delete these lines from KNOWN_VIOLATIONS"
