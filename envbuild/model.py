@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
+FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
 INSTALLERS = ("conda", "pip")
 BASE_FAMILIES = ("auto", "dlc", "pytorch", "rapids", "tensorflow", "cuda")
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64", "osx-64", "osx-arm64")

@@ -11,7 +11,7 @@ from envbuild import matrix
 from envbuild.errors import UserError
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.resolver.builds import known_pythons
+from envbuild.frameworks.build import known_pythons
 from envbuild.resolver.context import index
 from envbuild.spec import load_spec
 

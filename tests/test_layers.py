@@ -38,8 +38,6 @@ KNOWN_VIOLATIONS = {
     "envbuild.spec.cli_args -> envbuild.matrix": "--host names a detected GPU by the matrix's name for it",
     "envbuild.spec.cli_args -> envbuild.matrix.lookup": "the same --host GPU naming (find_gpu)",
     "envbuild.spec.cli_args -> envbuild.hostinfo": "--host reads the driver and GPUs of this machine while building the spec",
-    # the Dockerfile stage writing into the lock folder
-    "envbuild.dockerfile.locked -> envbuild.lock.gpu": "the framework's conda package names for the installed-version labels",
     # package cycles; the edges that close them
     "cycle: fleet -> spec": "spec.validate imports fleet.memory (parse_gib); fleet imports spec.validate (did_you_mean)",
     "cycle: spec -> fleet": "spec.validate imports fleet.memory (parse_gib); fleet imports spec.validate (did_you_mean)",

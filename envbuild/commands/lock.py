@@ -81,9 +81,9 @@ def run(args) -> int:
 
 
 def _framework_packages() -> set[str]:
-    from envbuild.lock.gpu import FRAMEWORK_PACKAGES
+    from envbuild.lock.gpu import all_framework_packages
 
-    return {name for names in FRAMEWORK_PACKAGES.values() for name in names}
+    return set(all_framework_packages())
 
 
 def _check(spec, resolution, platforms, args) -> int:

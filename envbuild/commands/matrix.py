@@ -19,11 +19,11 @@ import difflib
 import json
 import sys
 
+from envbuild import frameworks
 from envbuild.errors import UserError
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 
-FRAMEWORK_TABLES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "jax": "jax", "rapids": "rapids", "cupy": "cupy"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,10 +38,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("driver", parents=[common], help="a driver version: newest CUDA it runs")
     p.add_argument("version")
     p.add_argument("--platform", default="linux-64", help="linux-64 (default), linux-aarch64 or win-64")
-    for name in FRAMEWORK_TABLES:
+    for plugin in frameworks.all():
+        name = plugin.name
         p = sub.add_parser(name, parents=[common], help=f"{name} builds for a version (or constraint)")
         p.add_argument("version", nargs="?", help="version or constraint: 1.6.0, 2.1, '2.1.*', '>=2.1,<2.3', 1.7.1+cu101")
-        if name == "pytorch":
+        if plugin.query_installer:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
     p = sub.add_parser("images", parents=[common], help="the base image catalog, filtered")
@@ -217,11 +218,9 @@ def _select(rows, query: str | None, topic: str):
     if not query:
         return list(rows), None
     local_cuda = None
-    if topic == "cupy":  # a wheel name, or one CuPy version
-        if query.lower().startswith("cupy"):
-            return [r for r in rows if r.package == query.lower()], None
-        v = _version_or_error(query, "CuPy version", "cupy")
-        return [r for r in rows if _spec(r.cupy_versions).contains(v, prereleases=True)], None
+    chosen = frameworks.get(topic).select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
+    if chosen is not None:
+        return chosen, None
     from envbuild.versions import parse_constraint, read_local_label
 
     try:
@@ -241,15 +240,9 @@ def _select(rows, query: str | None, topic: str):
     return out, local_cuda
 
 
-def _spec(text: str):
-    from packaging.specifiers import SpecifierSet
-
-    return SpecifierSet(text)
-
-
 def _framework(m, args):
     topic = args.topic
-    table = getattr(m, FRAMEWORK_TABLES[topic])
+    table = getattr(m, frameworks.get(topic).table)
     if not table:
         raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
     rows, local_cuda = _select(table, args.version, topic)
@@ -294,28 +287,8 @@ def _archs(archs) -> str:
 
 
 def _framework_lines(topic: str, rows) -> list[str]:
-    if topic == "pytorch":
-        body = [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),
-                 _archs(r.archs) + _marks(r)] for r in rows]
-        lines = _table(["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"], body)
-    elif topic == "tensorflow":
-        from envbuild.matrix.lookup import spelled_out_archs
-
-        body = [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-", "yes" if r.windows_gpu else "no",
-                 _archs(spelled_out_archs("tensorflow", r.archs) if r.archs else None) + _marks(r)] for r in rows]
-        lines = _table(["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", "archs (sm; ptx = PTX)"], body)
-    elif topic == "jax":
-        body = [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(f">={c}" for _, c in r.cuda_min) or "?",
-                 ",".join(r.pip_extras) or "-", r.python or "?", r.cudnn_min or "?", r.driver_min_linux or "?",
-                 _marks(r).strip()] for r in rows]
-        lines = _table(["version", "cuda majors", "cuda", "pip extras", "python", "cudnn >=", "driver >=", ""], body)
-    elif topic == "rapids":
-        body = [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
-                 r.min_compute_capability or "?", _marks(r).strip()] for r in rows]
-        lines = _table(["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""], body)
-    else:
-        body = [[r.package, r.cupy_versions, f"{r.cuda_min}-{r.cuda_max}", r.python or "?", _marks(r).strip()] for r in rows]
-        lines = _table(["package", "cupy versions", "cuda", "python", ""], body)
+    headers, body = frameworks.get(topic).matrix_columns(rows, _archs, _marks)
+    lines = _table(headers, body)
     sources = list(dict.fromkeys(r.source for r in rows))
     lines.append("sources:")
     lines += [f"  {s}" for s in sources[:8]]
@@ -364,7 +337,7 @@ def _refresh(args) -> int:
     m = matrix.load_from(directory, use_cache=False)
     index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
     started = time.perf_counter()
-    result = refresh.read(m, index)
+    result = refresh.read(m, index, frameworks.all())
     seconds = time.perf_counter() - started
     changes, count = refresh.diff(refresh.rows_of(m), result.rows)
     today = datetime.date.today().isoformat()

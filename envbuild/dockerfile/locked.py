@@ -81,17 +81,18 @@ def locked_files(lock: LockInput) -> list[LockedFile]:
 
 def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions the image installs of the frameworks' packages and the key libraries."""
-    from envbuild.lock.gpu import FRAMEWORK_PACKAGES
+    from envbuild import frameworks as plugins
 
     wanted = {normalize(n) for n in KEY_LIBRARIES}
-    for names in FRAMEWORK_PACKAGES.values():
-        wanted |= {normalize(n) for n in names}
+    wanted |= {normalize(n) for p in plugins.all() for n in p.conda_packages}
     wanted |= {normalize(f) for f in frameworks}
+    # pip names of the frameworks: torch, cupy-cuda12x, jax-cuda12-plugin, tensorflow...
+    wanted |= {n for p in plugins.all() for n in p.pip_names}
+    prefixes = tuple(n for p in plugins.all() for n in p.pip_name_prefixes)
     found = {}
     for item in locked_files(lock):
         key = normalize(item.name)
-        # pip names of the frameworks: torch, cupy-cuda12x, jax-cuda12-plugin, tensorflow...
-        if key in wanted or key in ("torch", "jax") or key.startswith(("cupy-cuda", "jax-cuda", "tensorflow")):
+        if key in wanted or key.startswith(prefixes):
             if item.version:
                 found[key] = item.version
     return dict(sorted(found.items()))

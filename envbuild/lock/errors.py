@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from envbuild.lock.gpu import FRAMEWORK_PACKAGES, dependency_name, is_gpu_build
+from envbuild.lock.gpu import dependency_name, framework_packages, is_gpu_build
 from envbuild.lock.request import SolveRequest, spec_name
 from envbuild.model import Conflict, Fix
 from envbuild.package_sets import package_frozenset
@@ -22,7 +22,7 @@ def _major_minor(version: str) -> str:
 def _framework_spec(request: SolveRequest) -> tuple[str, str] | None:
     """(framework, its main MatchSpec) for the first GPU framework of the request."""
     for framework in request.gpu_frameworks:
-        names = FRAMEWORK_PACKAGES.get(framework, (framework,))
+        names = framework_packages(framework)
         for spec in request.specs:
             if spec_name(spec) in names:
                 return framework, spec
@@ -96,7 +96,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
                 ", ".join(request.constraints)
             fixes = (Fix(f"use CUDA {cuda}", {"cuda": cuda}),) if cuda else ()
             gap = _missing_candidates(solver_text)
-            if gap and gap[0] not in FRAMEWORK_PACKAGES.get(framework, (framework,)):
+            if gap and gap[0] not in framework_packages(framework):
                 # the gap is further down (e.g. libcusparse -> cuda-version): name it, not the framework
                 who, version, needs = gap
                 return Conflict(

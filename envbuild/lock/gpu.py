@@ -6,21 +6,24 @@ is not a CUDA build is refused.
 """
 from __future__ import annotations
 
+import functools
 import re
 
+from envbuild import frameworks
 from envbuild.package_sets import package_frozenset
 
-# conda package(s) that carry each framework's compiled code, in the order to look for them
-FRAMEWORK_PACKAGES = {
-    "pytorch": ("pytorch",),
-    "tensorflow": ("tensorflow-base", "tensorflow-gpu", "tensorflow"),
-    "jax": ("jaxlib",),
-    # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
-    # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
-    # whose record shows the CUDA variant.
-    "cupy": ("cupy", "cupy-core"),
-    "rapids": ("rapids",),
-}
+
+def framework_packages(framework: str) -> tuple[str, ...]:
+    """The conda package(s) that carry `framework`'s compiled code, in the order to look
+    for them (its plugin's `conda_packages`; an unknown name stands for itself)."""
+    if framework in frameworks.names():
+        return frameworks.get(framework).conda_packages
+    return (framework,)
+
+
+def all_framework_packages() -> frozenset[str]:
+    return frozenset(n for p in frameworks.all() for n in p.conda_packages)
+
 
 # Dependencies through which channels tie a build to a CUDA variant (the toolkit packages
 # of the pytorch/defaults channels, the nvidia/conda-forge metapackages, the virtual
@@ -28,18 +31,23 @@ FRAMEWORK_PACKAGES = {
 # `cuda_variant` of matrices/packages.yaml.
 # (conda-forge's cupy depends on cuda-version, and on cudatoolkit for its CUDA 11 builds.)
 
-# Only these frameworks publish CPU builds under the same package name; their build string
-# must name CUDA. CuPy and RAPIDS have no CPU builds, so their dependencies decide.
-HAS_CPU_BUILDS = frozenset({"pytorch", "tensorflow", "jax"})
+
+def _has_cpu_builds(framework: str) -> bool:
+    """Does `framework` publish CPU builds under the same package name (PyTorch, TensorFlow,
+    JAX)? Then its build string must name CUDA; CuPy and RAPIDS have no CPU builds, so
+    their dependencies decide."""
+    return framework in frameworks.names() and frameworks.get(framework).has_cpu_builds
 
 
-# Packages published as CPU and GPU builds under one name, and the packages that select
-# between them (pytorch-mutex, cpuonly). In a GPU environment each of these records must
-# be a GPU build of a CUDA the target runs, not only the framework's own.
-VARIANT_RECORDS = frozenset({
-    "pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly",
-    "jaxlib", "tensorflow", "tensorflow-base", "tensorflow-gpu", "cupy", "cupy-core",
-})
+@functools.lru_cache(maxsize=None)
+def variant_records() -> frozenset[str]:
+    """Packages published as CPU and GPU builds under one name, and the packages that select
+    between them (pytorch-mutex, cpuonly): the plugins' `variant_records`. In a GPU
+    environment each of these records must be a GPU build of a CUDA the target runs, not
+    only the framework's own."""
+    return frozenset(n for p in frameworks.all() for n in p.variant_records)
+
+
 # CUDA in build strings: py3.11_cuda12.4_cudnn9.1.0_0 (pytorch channel), cuda120_py310h..._301
 # and cuda120py311h... (conda-forge), py311_cu124 (torchvision/torchaudio)
 _BUILD_CUDA = (re.compile(r"cuda(\d+)\.(\d+)"), re.compile(r"cuda(\d+)(\d)(?=_|py)"),
@@ -69,7 +77,7 @@ def cuda_compatible(built: str, target: str) -> bool:
 
 def variant_problem(name: str, build: str, depends: tuple[str, ...], target_cuda: str | None) -> str | None:
     """Why a record does not belong in a GPU environment for `target_cuda`, else None."""
-    if name not in VARIANT_RECORDS:
+    if name not in variant_records():
         return None
     if name == "cpuonly" or is_cpu_marked(build, depends):
         return "is a CPU build" if name != "cpuonly" else "selects the CPU builds"
@@ -95,7 +103,7 @@ def is_gpu_build(framework: str, build: str, depends: tuple[str, ...]) -> bool:
         return False
     if "cuda" in build.lower():
         return True
-    if framework in HAS_CPU_BUILDS:
+    if _has_cpu_builds(framework):
         return False
     cuda_dependencies = package_frozenset("cuda_dependency")
     return any(dependency_name(d) in cuda_dependencies for d in depends)
@@ -103,4 +111,4 @@ def is_gpu_build(framework: str, build: str, depends: tuple[str, ...]) -> bool:
 
 def build_pin(framework: str) -> str | None:
     """The build-string glob that refuses CPU builds of `framework` (None: not needed)."""
-    return "*cuda*" if framework in HAS_CPU_BUILDS else None
+    return "*cuda*" if _has_cpu_builds(framework) else None

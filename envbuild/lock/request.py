@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import UserError
-from envbuild.lock.gpu import FRAMEWORK_PACKAGES, build_pin
+from envbuild.lock.gpu import build_pin, framework_packages
 from envbuild.lock.virtual import VirtualPackage, target_virtual_packages
 from envbuild.model import Resolution, ResolvedFramework, Spec
 from envbuild.package_sets import package_set
@@ -37,7 +37,7 @@ def framework_specs(framework: ResolvedFramework) -> tuple[str, ...]:
     resolved version with the GPU build glob."""
     if framework.conda_specs:
         return framework.conda_specs
-    package = FRAMEWORK_PACKAGES.get(framework.name, (framework.name,))[0]
+    package = framework_packages(framework.name)[0]
     pin = build_pin(framework.name)
     return (f"{package} =={framework.version}" + (f" {pin}" if pin else ""),)
 

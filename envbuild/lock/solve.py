@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
-from envbuild.lock.gpu import FRAMEWORK_PACKAGES, is_gpu_build, variant_problem
+from envbuild.lock.gpu import framework_packages, is_gpu_build, variant_problem
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.virtual import VirtualPackage
 from envbuild.model import Conflict, Fix
@@ -115,12 +115,12 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
     refused: set[str] = set()
     by_name = {p.name: p for p in packages}
     for framework in request.gpu_frameworks:
-        record = next((by_name[n] for n in FRAMEWORK_PACKAGES.get(framework, (framework,)) if n in by_name), None)
+        record = next((by_name[n] for n in framework_packages(framework) if n in by_name), None)
         if record is None:
             conflicts.append(Conflict(
                 kind="framework_cuda_mismatch",
                 message=f"the solution for {request.platform} holds no {framework} package; the channel's "
-                        f"package name differs from {FRAMEWORK_PACKAGES.get(framework, (framework,))[0]!r}, so the GPU build cannot be checked",
+                        f"package name differs from {framework_packages(framework)[0]!r}, so the GPU build cannot be checked",
             ))
         elif not is_gpu_build(framework, record.build, record.depends):
             refused.add(record.name)

@@ -239,23 +239,6 @@ def max_cuda_for_driver(m: Matrices, driver: str, platform: str = "linux-64") ->
     return cuda, DriverCuda(driver, cuda, native_mm, rule, best.source, secondary=best.secondary)
 
 
-# Frameworks whose arch lists use TensorFlow's notation, where `compute_XY` embeds the SASS
-# of XY as well as its PTX (TensorFlow's .bazelrc: "`compute_XY` enables PTX embedding in
-# addition to SASS"); in PyTorch's lists `compute_XY` is the PTX alone.
-PTX_ENTRY_HAS_SASS = frozenset({"tensorflow"})
-
-
-def spelled_out_archs(framework: str, archs) -> tuple[str, ...]:
-    """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only
-    (TensorFlow's `compute_XY` becomes `sm_XY compute_XY`)."""
-    out: list[str] = []
-    for a in archs or ():
-        if framework in PTX_ENTRY_HAS_SASS and a.startswith("compute_"):
-            out.append("sm_" + a[len("compute_"):])
-        out.append(a)
-    return tuple(dict.fromkeys(out))
-
-
 # --- architectures -----------------------------------------------------------------------------
 def _arch_row(m: Matrices, cuda: str):
     v = version(major_minor(cuda) or cuda)

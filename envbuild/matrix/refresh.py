@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild.matrix import Matrices
@@ -41,18 +40,19 @@ class Result:
     metadata_files: int = 0
 
 
-def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> Result:
-    """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`)."""
+def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int = 8) -> Result:
+    """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`);
+    `plugins` (`envbuild.frameworks.all()`) say which projects and releases."""
     from envbuild.matrix.lookup import pythons
 
     known = pythons(m)
     today = today or datetime.date.today().isoformat()
-    plan = _plan(m)
-    names = sorted(set(plan) | _jax_artefacts(m) | _series_names(m))
+    plan = _plan(m, plugins)
+    names = sorted(set(plan) | _projects(m, plugins))
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
         grouped = {name: w.by_version(f) for name, f in files.items()}
-        plan.update(_series_plan(m, grouped))
+        plan.update(_series_plan(m, grouped, plugins))
         torch_versions = sorted(plan.get("torch", set()), key=Version)
         torch_meta = dict(zip(torch_versions, pool.map(lambda v: _torch_metadata(index, grouped["torch"], v), torch_versions)))
         # aarch64 only where the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only
@@ -118,41 +118,25 @@ def read(m: Matrices, index, today: str | None = None, *, workers: int = 8) -> R
 
 
 # --- what to read --------------------------------------------------------------------------
-def _plan(m: Matrices) -> dict[str, set[str]]:
-    """package -> releases to record (versions as the matrices write them, or as the index
-    lists them for CuPy and RAPIDS, whose rows name series)."""
+def _plan(m: Matrices, plugins) -> dict[str, set[str]]:
+    """package -> releases to record (versions as the matrices write them), from each
+    framework's plugin; CuPy and RAPIDS rows name series, read by _series_plan."""
     plan: dict[str, set[str]] = {}
-    plan["torch"] = {r.version for r in m.pytorch if r.installer == "pip"}
-    for r in m.tensorflow:
-        plan.setdefault("tensorflow" if Version(r.version) >= Version("2.1") else "tensorflow-gpu", set()).add(r.version)
-    plan["jax"] = {r.version for r in m.jax}
+    for plugin in plugins:
+        plan.update(plugin.index_releases(m))
     return plan
 
 
-def _series_plan(m: Matrices, files: dict[str, dict]) -> dict[str, set[str]]:
+def _series_plan(m: Matrices, files: dict[str, dict], plugins) -> dict[str, set[str]]:
+    """package -> releases the index lists of the series that CuPy and RAPIDS rows name."""
     plan: dict[str, set[str]] = {}
-    for r in m.cupy:
-        if r.installer != "pip" or r.package not in files:
-            continue
-        spec = SpecifierSet(r.cupy_versions or "")
-        plan[r.package] = {str(v) for v in w.released_versions(files[r.package]) if spec.contains(v)}
-    for r in m.rapids:
-        series = Version(r.version).release[:2]
-        for name in (f"cudf-cu{r.cuda_major}", f"cuml-cu{r.cuda_major}"):
-            found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
-            plan.setdefault(name, set()).update(found)
+    for plugin in plugins:
+        plan.update(plugin.index_series(m, files))
     return plan
 
 
-def _series_names(m: Matrices) -> set[str]:
-    names = {r.package for r in m.cupy if r.installer == "pip"}
-    names |= {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in ("cudf", "cuml")}
-    return names
-
-
-def _jax_artefacts(m: Matrices) -> set[str]:
-    majors = {major for r in m.jax for major in r.cuda_majors}
-    return {"jaxlib"} | {f"jax-cuda{mj}-{kind}" for mj in majors for kind in ("plugin", "pjrt")}
+def _projects(m: Matrices, plugins) -> set[str]:
+    return {n for plugin in plugins for n in plugin.index_projects(m)}
 
 
 def _torch_metadata(index, grouped: dict, version: str, machine: str = "x86_64") -> tuple[str | None, str]:

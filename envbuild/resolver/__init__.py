@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from envbuild import frameworks
 from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
-from envbuild.matrix import lookup
-from envbuild.resolver.builds import Build
+from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem, runs_on
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, mm
 from envbuild.resolver.request import Request, read_request
-from envbuild.versions import cuda_to_local, parse_driver, parse_version, read_local_label
+from envbuild.versions import parse_driver, parse_version
 
 __all__ = ["resolve"]
 
@@ -323,46 +323,8 @@ def _channels(req: Request, builds: list[Build], installer: str) -> tuple[str, .
 
 
 def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
-    conda: tuple[str, ...] = ()
-    pip: tuple[str, ...] = ()
-    index_url = None
-    local = f"+{cuda_to_local(b.cuda)}" if b.package.startswith("+") else ""
-    if b.framework == "pytorch":
-        if b.installer == "conda":
-            name, _, ver = b.package.partition("=")
-            if not ver:
-                pin = name  # a feature package of the 1.0.0 era, e.g. `cuda80`
-            else:
-                pin = f"{name}=={ver}" if name == "pytorch-cuda" else f"{name}=={b.cuda}.*"
-            conda = (f"pytorch=={b.version}=*cuda*", pin) + tuple(f"{n}=={v}" for n, v in b.companions)
-        else:
-            pip = (f"torch=={b.version}{local}",) + tuple(f"{n}=={v}{local}" for n, v in b.companions)
-            index_url = b.index_url
-    elif b.framework == "tensorflow":
-        pip = (f"tensorflow[{b.pip_extra}]=={b.version}" if b.pip_extra else f"tensorflow=={b.version}",)
-    elif b.framework == "jax":
-        extra = b.pip_extra
-        cudnn = read_local_label(label).cudnn if label else None
-        if cudnn:  # `+cuda11.cudnn86` asks for the cuDNN 8.6 wheel: its extra, where the release has one
-            wanted = f"cuda{b.cuda_major}_cudnn{cudnn.replace('.', '')}"
-            extra = wanted if wanted in b.row.pip_extras else extra
-        pip = (f"jax[{extra}]=={b.version}",)
-    elif b.framework == "rapids":
-        if b.installer == "conda":
-            conda = (f"rapids=={b.version}.*", f"cuda-version=={b.cuda}")
-        else:
-            pip = tuple(f"{n}-cu{b.cuda_major}=={b.version}.*" for n in ("cudf", "cuml"))
-            index_url = "https://pypi.nvidia.com"
-    elif b.framework == "cupy":
-        # a bare major ("13") is a CuPy series: any release of it
-        release = f"{b.package}=={b.version}.*" if "." not in b.version else f"{b.package}=={b.version}"
-        if b.installer == "conda":
-            # conda-forge's cupy has no CPU build; the pin selects its CUDA variant
-            cuda = f"cudatoolkit=={b.cuda}.*" if b.cuda_major < 12 else f"cuda-version=={b.cuda}"
-            conda = (release, cuda)
-        else:
-            pip = (release,)
+    conda, pip, index_url = frameworks.get(b.framework).pins(b, label)
     return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
                              pypi_default=b.pypi_default and b.installer == "pip",
-                             archs=lookup.spelled_out_archs(b.framework, b.archs), cudnn=b.cudnn)
+                             archs=frameworks.get(b.framework).spelled_out_archs(b.archs), cudnn=b.cudnn)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from envbuild import frameworks
 from envbuild.matrix import tables as t
 from envbuild.matrix.wheels import PLATFORMS, pythons_on
 from envbuild.model import Fact
@@ -82,21 +82,7 @@ class WheelTable:
         return self._memo[key]
 
     def _make(self, b) -> Wheels | None:
-        groups: list[list[t.WheelRelease]] = []
-        inferred = False
-        if b.framework == "pytorch":
-            groups = [self.exact("torch", b.version)]
-            inferred = not b.pypi_default  # PyPI holds one CUDA build; the others share its Pythons
-        elif b.framework == "tensorflow":
-            name = "tensorflow" if Version(b.version) >= Version("2.1") else "tensorflow-gpu"
-            groups = [self.exact(name, b.version)]
-        elif b.framework == "jax":
-            groups = self._jax(b)
-        elif b.framework == "cupy":
-            groups = [self.matching(b.package, _cupy_admits(b))]
-        elif b.framework == "rapids":
-            series = Version(b.version).release[:2]
-            groups = [self.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in ("cudf", "cuml")]
+        groups, inferred = frameworks.get(b.framework).wheel_groups(self, b)
         groups = [g for g in groups if g]  # a distribution the file does not list is not judged
         if not groups:
             return None
@@ -111,31 +97,6 @@ class WheelTable:
                 by_platform[plat] = frozenset.intersection(*sets)
         label = " + ".join(_span(g) for g in groups)
         return Wheels(label, by_platform, tuple(r for g in groups for r in g[-2:]), inferred)
-
-    def _jax(self, b) -> list[list[t.WheelRelease]]:
-        jax = self.exact("jax", b.version)
-        pins = dict(jax[0].pins) if jax else {}
-        extra = b.pip_extra or f"cuda{b.cuda_major}"
-        wanted = pins.get(extra) or next((p for k, p in pins.items() if k.startswith(f"cuda{b.cuda_major}")), None)
-        if wanted:
-            named = [tuple(x.split("==", 1)) for x in wanted.split()]
-        else:  # the extra's pins were not read: the same-numbered artefacts stand in
-            named = [("jaxlib", b.version), (f"jax-cuda{b.cuda_major}-plugin", b.version)]
-        pinned = [self.exact(n, v) for n, v in named]
-        if not jax or not all(pinned):
-            # a pinned artefact the index does not hold (jaxlib+cuda wheels of Google's bucket
-            # before the plugins): not judged here, the matrix's Python range applies
-            return []
-        return [jax] + pinned
-
-
-def _cupy_admits(b):
-    spec = SpecifierSet(getattr(b.row, "cupy_versions", "") or "")
-    if "." in b.version:  # a pinned release
-        want = Version(b.version)
-        return lambda v: v == want
-    major = int(b.version)
-    return lambda v: v.release[0] == major and spec.contains(v)
 
 
 def _span(rows: list[t.WheelRelease]) -> str:

@@ -24,17 +24,17 @@ import dataclasses
 
 from packaging.version import Version
 
+from envbuild import frameworks
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import BaseImageChoice
 from envbuild.package_sets import package_frozenset
-from envbuild.resolver.builds import Build
+from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index, fact, mm
 from envbuild.resolver.request import Request
 from envbuild.versions import parse_version
 
-FRAMEWORK_FAMILIES = {"pytorch": "pytorch", "tensorflow": "tensorflow", "rapids": "rapids"}
 _FAMILY_NAMES = {"cuda": "nvidia/cuda"}
 _FLAVOUR_RANK = {"runtime": 0, "devel": 1, None: 2, "base": 3}
 
@@ -49,9 +49,17 @@ def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | No
         # packages that build CUDA code at install or run time need nvcc (a devel image)
         if _pkg_name(pkg) in package_frozenset("needs_compiler"):
             return f"{_pkg_name(pkg)} compiles CUDA code, so the image needs nvcc (devel)"
-    if cuda and any(b.framework == "cupy" for b in builds) and parse_version(cuda) >= Version("12.2"):
-        return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
+    for b in builds if cuda else ():
+        why = frameworks.get(b.framework).needs_devel(cuda)
+        if why:
+            return why
     return None
+
+
+def _carries(family: str, b: Build) -> bool:
+    """Is `family` (a framework's own base family, or AWS's dlc) built around `b`'s framework?"""
+    plugin = frameworks.get(b.framework)
+    return plugin.in_dlc if family == "dlc" else plugin.base_family == family
 
 
 def _same_cuda(img_cuda: Version, cuda: str) -> bool:
@@ -79,13 +87,11 @@ def family_filter(req: Request, ix: Index):
     """For a framework base family, a per-build check that the family has an image
     carrying exactly that build (so completion picks one that exists)."""
     family = req.spec.base
-    if req.spec.base_image or family not in ("pytorch", "tensorflow", "rapids", "dlc"):
+    if req.spec.base_image or family not in {p.base_family for p in frameworks.all() if p.base_family} | {"dlc"}:
         return None
 
     def check(b: Build) -> list[Problem]:
-        if family != "dlc" and FRAMEWORK_FAMILIES.get(b.framework) != family:
-            return []
-        if family == "dlc" and b.framework not in ("pytorch", "tensorflow"):
+        if not _carries(family, b):
             return []
         for img, cuda in ix.images:
             if img.family == family and (img.framework or "").lower() == b.framework and cuda is not None \
@@ -193,8 +199,7 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
     family = "cuda" if req.spec.base == "auto" else req.spec.base
     devel_why = needs_devel(req, builds, cuda)
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
-    carrier = next((b for b in builds if FRAMEWORK_FAMILIES.get(b.framework) == family
-                    or (family == "dlc" and b.framework in ("pytorch", "tensorflow"))), None)
+    carrier = next((b for b in builds if _carries(family, b)), None)
     options = []
     for img, img_cuda in ix.images:
         if img.family != family or req.platform not in img.platforms or img_cuda is None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envbuild.matrix.lookup import spelled_out_archs
+from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
-from envbuild.resolver.builds import Build
+from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
 from envbuild.versions import parse_driver, parse_version, read_local_label
@@ -83,18 +83,18 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
     ruled = families.platform_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", plat, req.python)
     if any(p.kind == "platform_unsupported" for p in ruled):
         return ruled
+    plugin = frameworks.get(b.framework)
     if plat == "win-64":
-        if b.framework == "tensorflow" and not b.windows_gpu:
-            return [Problem("platform_unsupported",
-                            f"tensorflow {b.version} has no native-Windows GPU build (the last was 2.10); "
-                            f"use WSL2 (platform linux-64) or tensorflow < 2.11", (fact("windows_gpu: false", b.row),),
-                            framework=b.framework)]
-        if b.framework in ("pytorch",) and plat not in b.platforms:
+        windows = plugin.windows_problem(b)
+        if windows is not None:
+            why, fact_text = windows
+            return [Problem("platform_unsupported", why, (fact(fact_text, b.row),), framework=b.framework)]
+        if plugin.lists_platforms and plat not in b.platforms:
             return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
                                     framework=b.framework)]
         return ruled
     if plat not in b.platforms:
-        if b.framework == "pytorch":
+        if plugin.lists_platforms:
             return [Problem("platform_unsupported",
                             f"{b.label} is published only for {', '.join(b.platforms)}; you asked for {plat}",
                             (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
@@ -259,12 +259,12 @@ def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
 
 def _build_archs(b: Build, g: Gpu) -> list[Problem]:
     if b.archs is None:
-        if b.framework == "pytorch":
+        if frameworks.get(b.framework).lists_archs:
             return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
                             framework=b.framework)]
         return []
     sass, ptx = set(), set()
-    for a in spelled_out_archs(b.framework, b.archs):
+    for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
         kind, _, num = a.partition("_")
         digits = "".join(ch for ch in num if ch.isdigit())
         if not digits:

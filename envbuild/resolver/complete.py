@@ -11,10 +11,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from packaging.specifiers import SpecifierSet
-
+from envbuild import frameworks
 from envbuild.resolver import checks, families
-from envbuild.resolver.builds import Build, known_pythons
+from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
@@ -40,9 +39,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
              extra_check=None) -> Outcome:
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
-    if name == "cupy":
-        candidates = _cupy_candidates(constraint, ix)
-    else:
+    candidates = frameworks.get(name).candidates(constraint, _pinned(constraint), ix)
+    if candidates is None:
         wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
         candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
     if not candidates:
@@ -93,7 +91,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
     nightly, dev or locally labelled build by its final release (inferred), and `X.Y` (= X.Y.0)
     of a series whose rows begin at X.Y.1 by the series. Returns (builds, warning)."""
     pinned = _pinned(constraint)  # `==0.4` (pip: exactly 0.4.0) included
-    if pinned is None or name == "cupy":
+    if pinned is None or frameworks.get(name).versions_are_series:
         return [], None
     versions = ix.versions.get(name, [])
     series = [v for v in versions if parse_version(v).release[:2] == pinned.release[:2]]
@@ -152,23 +150,6 @@ def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         how = "state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs"
     return Problem("unknown_fact", f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not "
                    f"need it ran: {how}", framework=name, soft=True)
-
-
-def _cupy_candidates(constraint: Constraint, ix: Index) -> list[Build]:
-    """CuPy builds are per major series ("13"); a pinned release ("13.4.1") replaces the
-    series in the builds whose wheel ships it."""
-    pinned = _pinned(constraint)
-    if pinned is None:
-        series = {s for s in ix.versions.get("cupy", []) if any(constraint.contains(f"{s}.{minor}") for minor in range(20))}
-        return [b for b in ix.builds.get("cupy", []) if b.version in series]
-    key = ("cupy-pinned", str(pinned))
-    found = ix.memo.get(key)
-    if found is None:
-        found = ix.memo[key] = ix.attach_wheels([
-            dataclasses.replace(b, version=str(pinned)) for b in ix.builds.get("cupy", [])
-            if pinned.release[0] == b.v.release[0] and SpecifierSet(b.row.cupy_versions or "").contains(pinned, prereleases=True)
-        ])
-    return found
 
 
 def _pinned(constraint: Constraint):
@@ -269,7 +250,7 @@ def _has_python(b: Build, py: str, platform: str) -> bool:
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
     # RAPIDS documents conda first; every other framework's primary channel today is pip.
-    return ["conda", "pip"] if any(o.name == "rapids" for o in outcomes) else ["pip", "conda"]
+    return ["conda", "pip"] if any(frameworks.get(o.name).conda_first for o in outcomes) else ["pip", "conda"]
 
 
 def _key(b: Build, installer: str):

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from envbuild import frameworks
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
 from envbuild.model import Fact
-from envbuild.resolver import builds as b
+from envbuild.frameworks import build as b
 from envbuild.resolver.artefacts import WheelTable
 from envbuild.versions import parse_version
 
@@ -52,14 +53,7 @@ class Index:
         self.wheel_table = WheelTable(m.wheels)
 
     def _builds(self, name: str) -> list[b.Build]:
-        m = self.m
-        made = {
-            "pytorch": lambda: b.torch_builds(m.pytorch),
-            "tensorflow": lambda: b.tf_builds(m.tensorflow),
-            "jax": lambda: b.jax_builds(m.jax, self.minors),
-            "rapids": lambda: b.rapids_builds(m.rapids, self.minors),
-            "cupy": lambda: b.cupy_builds(m.cupy, self.minors, b.cupy_release_versions(m.cupy)),
-        }.get(name, list)()
+        made = frameworks.get(name).builds(self.m, self.minors) if name in frameworks.names() else []
         # best first: newest release, then newest CUDA, then pip before conda
         made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
         return self.attach_wheels(made)

@@ -123,7 +123,7 @@ def _at_least(a: Version, b: Version) -> bool:
 
 
 def _pythons(spec: str) -> list[str]:
-    from envbuild.resolver.builds import known_pythons
+    from envbuild.frameworks.build import known_pythons
 
     s = SpecifierSet(spec)
     return [p for p in known_pythons() if s.contains(f"{p}.0", prereleases=True)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from envbuild import frameworks
 from envbuild.errors import UserError
 from envbuild.model import BASE_FAMILIES, FRAMEWORKS, INSTALLERS, PLATFORMS, FrameworkRequest, Spec
 from envbuild.package_sets import package_frozenset
@@ -27,25 +28,16 @@ NESTED_KEYS = {
     "resources": ("gpus", "gpu_memory"),
 }
 
-# Names people write for the five frameworks -> the canonical name. Names that carry a
-# CUDA major (cupy-cuda12x, cudf-cu12, jax-cuda12-plugin) are handled by _CUDA_IN_NAME.
-FRAMEWORK_ALIASES = {
-    "pytorch": "pytorch", "torch": "pytorch", "pytorch-gpu": "pytorch",
-    "tensorflow": "tensorflow", "tf": "tensorflow", "tensorflow-gpu": "tensorflow",
-    "jax": "jax", "jaxlib": "jax",
-    "rapids": "rapids", "cudf": "rapids", "cuml": "rapids", "cugraph": "rapids", "cuspatial": "rapids",
-    "cupy": "cupy",
-}
+# Names people write for a framework -> the canonical name (each plugin's `aliases`). Names
+# that carry a CUDA major (cupy-cuda12x, cudf-cu12, jax-cuda12-plugin) are the plugins'
+# `cuda_in_name` patterns.
+FRAMEWORK_ALIASES = frameworks.aliases()
 # Package names that also pin CUDA: (pattern, canonical framework, the digits name a
 # major ("12" = any 12.x) or a major+minor variant ("102" = 10.2)).
-_CUDA_IN_NAME = (
-    (re.compile(r"^cupy-cuda(\d+)x$"), "cupy", "major"),  # cupy-cuda11x, cupy-cuda12x
-    (re.compile(r"^cupy-cuda(\d{2,3})$"), "cupy", "variant"),  # cupy-cuda102, cupy-cuda117
-    (re.compile(r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$"), "rapids", "major"),  # cudf-cu12
-    (re.compile(r"^jax-cuda(\d+)-(?:plugin|pjrt)$"), "jax", "major"),  # jax-cuda12-plugin
-)
+_CUDA_IN_NAME = tuple((re.compile(pattern), p.name, digits_are)
+                      for p in frameworks.all() for pattern, digits_are in p.cuda_in_name)
 # CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
-_CPU_ONLY = {"tensorflow-cpu": "tensorflow", "pytorch-cpu": "pytorch", "cupy-cpu": "cupy"}
+_CPU_ONLY = {cpu: p.name for p in frameworks.all() for cpu in p.cpu_only}
 
 _DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(\.\d{1,3})?")
 # what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",

@@ -1,0 +1,113 @@
+"""`Build`: one installable GPU build of a framework for one CUDA variant.
+
+Each framework's table has its own shape (PyTorch lists builds, TensorFlow tested
+configs, JAX releases with CUDA plugin majors, RAPIDS releases with a CUDA range, CuPy
+wheel names or conda packages with a CUDA range). The checks compare every framework the same way, so
+each framework's plugin (`envbuild/frameworks/<name>.py`) turns its rows into `Build`s with an
+exact CUDA major.minor, with the helpers here. Ranged rows (JAX, RAPIDS, CuPy) become one Build per CUDA
+release NVIDIA published in that range.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envbuild.matrix import tables as t
+from envbuild.versions import parse_version
+
+
+@functools.lru_cache(maxsize=1)
+def known_pythons() -> tuple[str, ...]:
+    """The CPython feature releases (matrices/pythons.yaml), oldest first: the universe a
+    Python specifier is evaluated over when the resolver has to choose a Python."""
+    from envbuild import matrix
+    from envbuild.matrix.lookup import pythons
+
+    return pythons(matrix.load())
+
+
+@dataclass(frozen=True, eq=False)
+class Build:
+    framework: str  # canonical: pytorch | tensorflow | jax | rapids | cupy
+    version: str
+    installer: str  # pip | conda
+    cuda: str  # the CUDA variant, major.minor
+    variant: str  # how the variant is named where it is installed: "+cu121", "cudatoolkit=10.2", "cuda12"
+    row: t.Row  # the matrix row behind it (source, inferred, secondary)
+    pythons: frozenset[str] | None  # None = not read
+    python_text: str | None
+    archs: tuple[str, ...] | None = None  # compiled archs (sm_XX / compute_XX); None = not read
+    cudnn: str | None = None  # cuDNN the build was compiled with
+    cudnn_min: str | None = None  # cuDNN the build needs at least (JAX)
+    cuda_min: str | None = None  # oldest CUDA minor of its major whose libraries it accepts (JAX)
+    platforms: tuple[str, ...] = ("linux-64",)
+    bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
+    driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
+    min_cc: tuple[int, int] | None = None  # a framework-stated lowest GPU (RAPIDS)
+    windows_gpu: bool | None = None  # TensorFlow: a native Windows GPU build exists
+    pip_extra: str | None = None
+    package: str = ""  # the distribution or conda spec that names the variant
+    index_url: str | None = None
+    channels: tuple[str, ...] = ()
+    companions: tuple[tuple[str, str], ...] = ()
+    pypi_default: bool = False
+    # the variant is the environment's CUDA itself (rows with a CUDA range: JAX, RAPIDS, CuPy)
+    ranged: bool = False
+    # the wheel files of what pip installs for it (resolver.artefacts.Wheels); None = not read
+    wheels: object = None
+    v: Version = field(default=None)  # type: ignore[assignment]
+    cuda_v: Version = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "v", parse_version(self.version))
+        object.__setattr__(self, "cuda_v", parse_version(self.cuda))
+
+    @property
+    def cuda_major(self) -> int:
+        return self.cuda_v.release[0]
+
+    def pythons_on(self, platform: str) -> frozenset[str] | None:
+        """The Pythons to choose from on `platform`: those with a wheel when the index was
+        read for this build (its artefacts win over the matrix range), else the range."""
+        if self.wheels is not None:
+            found = self.wheels.pythons(platform)
+            if found:
+                return found
+        return self.pythons
+
+    @property
+    def label(self) -> str:
+        """`pytorch 1.6.0 (conda, cudatoolkit=10.2)`."""
+        return f"{self.framework} {self.version} ({self.installer}, {self.variant})"
+
+
+@functools.lru_cache(maxsize=None)
+def _pythons(text: str | None) -> frozenset[str] | None:
+    if text is None:
+        return None
+    spec = SpecifierSet(text)
+    return frozenset(p for p in known_pythons() if spec.contains(p, prereleases=True) or _minor_in(spec, p))
+
+
+def _minor_in(spec: SpecifierSet, minor: str) -> bool:
+    # "<=3.11" must admit 3.11.x; test a late patch release of the minor too.
+    return spec.contains(f"{minor}.9", prereleases=True)
+
+
+def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[str]:
+    seen = {}
+    for r in releases:
+        try:
+            v = parse_version(r.version)
+        except ValueError:
+            continue
+        seen[f"{v.release[0]}.{v.release[1] if len(v.release) > 1 else 0}"] = True
+    return sorted(seen, key=parse_version)
+
+
+def _minors_between(minors: list[str], lo: str, hi: str) -> list[str]:
+    lo_v, hi_v = parse_version(lo), parse_version(hi)
+    return [m for m in minors if lo_v <= parse_version(m) <= hi_v]

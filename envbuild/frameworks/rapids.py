@@ -1,0 +1,79 @@
+"""RAPIDS: one matrix row per (release, CUDA major), with the CUDA range it runs on."""
+from __future__ import annotations
+
+from envbuild.frameworks.base import Framework, Pins
+
+_LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
+
+
+class Rapids(Framework):
+    name = "rapids"
+    aliases = ("cudf", "cuml", "cugraph", "cuspatial")
+    cuda_in_name = ((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),)  # cudf-cu12
+    table = "rapids"
+    conda_first = True  # RAPIDS documents conda first
+    base_family = "rapids"
+    conda_packages = ("rapids",)
+
+    def builds(self, m, minors):
+        from envbuild.frameworks.build import Build, _minors_between
+
+        out = []
+        for r in m.rapids:
+            if not (r.cuda_min and r.cuda_max):
+                continue
+            pythons = frozenset(r.python) if r.python else None
+            min_cc = None
+            if r.min_compute_capability:
+                major, _, minor = r.min_compute_capability.partition(".")
+                min_cc = (int(major), int(minor or 0))
+            for minor in _minors_between(minors, r.cuda_min, r.cuda_max):
+                for installer in ("conda", "pip"):
+                    out.append(Build(
+                        framework=self.name, version=r.version, installer=installer, cuda=minor,
+                        variant=f"cuda-version={minor}" if installer == "conda" else f"cu{r.cuda_major}",
+                        row=r, pythons=pythons, python_text=", ".join(r.python) or None,
+                        driver_min=r.driver_min_linux, min_cc=min_cc,
+                        # RAPIDS conda packages pull cuda-version's libraries; the -cuXX wheels
+                        # load the CUDA runtime of the system they are installed into.
+                        bundles_runtime=installer == "conda",
+                        package="rapids" if installer == "conda" else f"cudf-cu{r.cuda_major}",
+                        index_url=None if installer == "conda" else r.pip_index_url,
+                        channels=("rapidsai", "conda-forge", "nvidia") if installer == "conda" else (), ranged=True,
+                    ))
+        return out
+
+    def pins(self, b, label=None):
+        if b.installer == "conda":
+            return Pins(conda=(f"rapids=={b.version}.*", f"cuda-version=={b.cuda}"))
+        return Pins(pip=tuple(f"{n}-cu{b.cuda_major}=={b.version}.*" for n in _LIBRARIES), index_url=b.index_url)
+
+    def wheel_groups(self, table, b):
+        from packaging.version import Version
+
+        series = Version(b.version).release[:2]
+        return [table.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in _LIBRARIES], False
+
+    def index_projects(self, m):
+        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
+
+    def index_series(self, m, files):
+        from packaging.version import Version
+
+        from envbuild.matrix import wheels as w
+
+        plan: dict[str, set[str]] = {}
+        for r in m.rapids:
+            series = Version(r.version).release[:2]
+            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
+                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
+                plan.setdefault(name, set()).update(found)
+        return plan
+
+    def matrix_columns(self, rows, archs, marks):
+        return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
+                [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
+                  r.min_compute_capability or "?", marks(r).strip()] for r in rows])
+
+
+PLUGIN = Rapids()

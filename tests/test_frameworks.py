@@ -1,0 +1,203 @@
+"""Frameworks as plugins: the registry, the protocol, and the rule that no code outside
+`envbuild/frameworks/` tests a framework's name (the probe, one standalone file, excepted)."""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envbuild import frameworks, matrix
+from envbuild.frameworks.base import Framework
+from envbuild.model import FRAMEWORKS
+from envbuild.spec.validate import canonical_framework
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "envbuild"
+NAMES = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
+
+# Hooks every plugin must implement itself (the base class only says "not implemented").
+REQUIRED = ("builds", "pins", "matrix_columns")
+
+# Places outside the plugins where a framework's name may be a tested value, each with why.
+# (path relative to envbuild/, text of the line) -> reason
+_TABLE = "a table name (the Matrices attribute a plugin's `table` names): loading stays generic"
+_JAX_PROJECT = ("the PyPI project `jax`, whose metadata pins jaxlib and the CUDA plugins: "
+                "`matrix refresh` reads it (refresh is not a plugin hook yet)")
+ALLOWED: dict[tuple[str, str], str] = {
+    ("matrix/__init__.py", '"pytorch": ("pytorch.yaml", "builds", t.TorchBuild),'): _TABLE,
+    ("matrix/__init__.py", '"tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),'): _TABLE,
+    ("matrix/__init__.py", '"jax": ("jax.yaml", "releases", t.JaxRelease),'): _TABLE,
+    ("matrix/__init__.py", '"rapids": ("rapids.yaml", "releases", t.RapidsRelease),'): _TABLE,
+    ("matrix/__init__.py", '"cupy": ("cupy.yaml", "packages", t.CupyPackage),'): _TABLE,
+    ("matrix/refresh.py", 'jax_versions = sorted(plan.get("jax", set()), key=Version)'): _JAX_PROJECT,
+    ("matrix/refresh.py", 'jax_meta = dict(zip(jax_versions, pool.map(lambda v: _pure_metadata(index, grouped["jax"], v), '
+                          'jax_versions)))'): _JAX_PROJECT,
+    ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, known, pure=package == "jax")'): _JAX_PROJECT,
+    ("matrix/refresh.py", 'if package == "jax":'): _JAX_PROJECT,
+    ("matrix/refresh.py", 'known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},'):
+        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
+    ("matrix/refresh.py", '"tensorflow": {r.version for r in m.tensorflow}}'):
+        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
+    ("matrix/wheels.py", 'if not name.startswith("jax") or name == "jax":'):
+        "jax's Requires-Dist names other jax* distributions; `jax` itself is the project read",
+}
+
+
+@pytest.fixture(scope="module")
+def m() -> matrix.Matrices:
+    return matrix.load()
+
+
+def test_registry_lists_exactly_the_five_frameworks():
+    assert frameworks.names() == NAMES
+    assert tuple(p.name for p in frameworks.all()) == NAMES
+    assert FRAMEWORKS == NAMES  # the model's list is the registry's
+    assert sorted(p.stem for p in PACKAGE.joinpath("frameworks").glob("*.py")
+                  if p.stem not in ("__init__", "base", "build")) == sorted(NAMES)
+    with pytest.raises(KeyError):
+        frameworks.get("keras")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_plugin_implements_the_protocol(name, m):
+    plugin = frameworks.get(name)
+    assert isinstance(plugin, Framework) and plugin.name == name
+    assert plugin is frameworks.get(name)  # one instance per framework
+    for hook in REQUIRED:
+        assert getattr(type(plugin), hook) is not getattr(Framework, hook), f"{name} does not implement {hook}"
+        assert list(inspect.signature(getattr(plugin, hook)).parameters) == \
+            list(inspect.signature(getattr(Framework, hook)).parameters)[1:]
+    # every attribute the protocol declares has the declared type
+    for attr, declared in vars(Framework).items():
+        if attr.startswith("_") or callable(declared):
+            continue
+        assert isinstance(getattr(plugin, attr), type(declared) if declared is not None else (str, type(None))), attr
+    rows = getattr(m, plugin.table)
+    assert rows, f"{name}: matrix table {plugin.table!r} is empty"
+    from envbuild.resolver.context import index
+
+    builds = index(m).builds[name]
+    assert builds and {b.framework for b in builds} == {name}
+    conda, pip, _index_url = plugin.pins(builds[0])
+    assert conda or pip
+    headers, body = plugin.matrix_columns(list(rows[:3]), lambda a: "", lambda r: "")
+    assert body and all(len(cells) == len(headers) for cells in body)
+
+
+def test_every_alias_maps_back_to_its_framework():
+    seen = {}
+    for plugin in frameworks.all():
+        for alias in (plugin.name, *plugin.aliases):
+            assert alias not in seen, f"{alias} is claimed by {seen.get(alias)} and {plugin.name}"
+            seen[alias] = plugin.name
+            assert canonical_framework(alias) == (plugin.name, None)
+            assert canonical_framework(alias.upper()) == (plugin.name, None)
+        for pattern, digits_are in plugin.cuda_in_name:
+            assert digits_are in ("major", "variant") and re.compile(pattern).groups >= 1
+        for cpu in plugin.cpu_only:
+            assert canonical_framework(cpu) is None  # a CPU build is refused, never resolved
+    assert frameworks.aliases() == seen
+    assert canonical_framework("cupy-cuda12x") == ("cupy", "12")
+    assert canonical_framework("cupy-cuda102") == ("cupy", "10.2")
+    assert canonical_framework("cudf-cu11") == ("rapids", "11")
+    assert canonical_framework("jax-cuda12-plugin") == ("jax", "12")
+
+
+def test_the_rapids_pip_index_is_data(m):
+    """The index of the -cuXX wheels comes from matrices/rapids.yaml, not from code."""
+    assert {r.pip_index_url for r in m.rapids} == {"https://pypi.nvidia.com"}
+    from envbuild.resolver.context import index
+
+    pip = next(b for b in index(m).builds["rapids"] if b.installer == "pip")
+    assert frameworks.get("rapids").pins(pip).index_url == "https://pypi.nvidia.com"
+    assert "pypi.nvidia.com" not in "".join(p.read_text() for p in PACKAGE.rglob("*.py"))
+
+
+# --- no framework name tested outside the plugins -------------------------------------------------
+def _named(node: ast.AST) -> list[ast.Constant]:
+    """The framework names a node holds as a value: "jax", or ("pytorch", "tensorflow")."""
+    if isinstance(node, ast.Constant) and node.value in NAMES:
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e for e in node.elts if isinstance(e, ast.Constant) and e.value in NAMES]
+    return []
+
+
+def name_tests(source: str) -> list[tuple[int, str]]:
+    """(line, name) of every place `source` tests or keys on a framework name: comparisons
+    (`==`, `in`), dict keys, subscripts, `.get(name)`, set literals and match cases."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        values: list[ast.Constant] = []
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                values += _named(operand)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                values += _named(key) if key is not None else []
+        elif isinstance(node, ast.Subscript):
+            values += _named(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("get", "setdefault", "pop") and node.args:
+            values += _named(node.args[0])
+        elif isinstance(node, ast.Set):
+            values += _named(node)
+        elif isinstance(node, ast.MatchValue):
+            values += _named(node.value)
+        found += [(v.lineno, v.value) for v in values]
+    return sorted(set(found))
+
+
+def scan(package: Path) -> list[tuple[str, int, str, str]]:
+    hits = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith("frameworks/") or rel == "probe.py":
+            continue
+        text = path.read_text()
+        lines = text.splitlines()
+        for line, name in name_tests(text):
+            hits.append((rel, line, name, lines[line - 1].strip()))
+    return hits
+
+
+def test_the_scan_finds_name_tests():
+    """The scan is real: each way of testing a name is found, and plain use is not."""
+    caught = name_tests('if b.framework == "jax": pass\n'
+                        'x = b.framework in ("pytorch", "tensorflow")\n'
+                        'y = {"cupy": 1}\n'
+                        'z = table["rapids"]\n'
+                        'w = ix.builds.get("cupy", [])\n'
+                        'v = frozenset({"tensorflow"})\n')
+    assert [line for line, _ in caught] == [1, 2, 2, 3, 4, 5, 6]
+    assert name_tests('FRAMEWORKS = ("pytorch", "jax")\nprint("jax")\nf(framework="cupy")\n'
+                      'if name == "torch": pass\n') == []
+
+
+def test_no_framework_name_is_tested_outside_the_plugins():
+    hits = scan(PACKAGE)
+    unexplained = [h for h in hits if (h[0], h[3]) not in ALLOWED]
+    assert not unexplained, "framework names tested outside envbuild/frameworks/ (add a hook to the plugin):\n" + \
+        "\n".join(f"  envbuild/{rel}:{line}: {name!r} in {text}" for rel, line, name, text in unexplained)
+    stale = set(ALLOWED) - {(h[0], h[3]) for h in hits}
+    assert not stale, f"allowlist entries that no longer match: {sorted(stale)}"
+
+
+def test_the_probe_stays_one_standalone_file():
+    probe = (PACKAGE / "probe.py").read_text()
+    imports = [n for n in ast.walk(ast.parse(probe)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not [n for n in imports if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("envbuild")]
+    assert not [a.name for n in imports if isinstance(n, ast.Import) for a in n.names if a.name.startswith("envbuild")]
+
+
+def test_naming_the_frameworks_imports_no_plugin():
+    """`envbuild.model` lists the frameworks without importing their plugins or the resolver."""
+    code = ("import sys, envbuild.model, envbuild.frameworks as f; f.names(); "
+            "print(sorted(m for m in sys.modules if m.startswith('envbuild.frameworks.') or m.startswith('envbuild.resolver')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
