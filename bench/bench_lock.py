@@ -9,13 +9,18 @@ per supported Python (always 3.10 and 3.11) for compiled packages, noarch builds
 dependencies with version ranges, mostly on a small core of packages. The spec is what the resolver hands
 to lock for pytorch 2.1.2 + CUDA 12.1 (with companions) plus ten other packages.
 
-    python3 bench/bench_lock.py [--records 50000] [--runs 7]
+    python3 bench/bench_lock.py [--records 50000] [--runs 7] [--tree DIR ...]
 
 Prints the median and min/max wall time of the full solve (repodata read + solve + GPU
 checks, a fresh gateway each run, as one `envbuild lock` process does) and the process's
 peak memory. Then, for a spec file asking for the same stack, `envbuild lock SPEC` wall
 time beside what the command itself must do (solve + write the lock files, timed in this
-process with everything imported), and the import time of the `lock` command.
+process with everything imported), and the import time of the `lock` command. With
+`--tree` (repeatable; a source tree such as a `git archive` of an older commit, put first
+on PYTHONPATH) the CLI part runs each tree in turn in the same loop, so that figures from
+before and after a change are taken under the same machine load. It ends with the floor
+no envbuild change can remove: `python -c pass` and a process that only imports py-rattler
+(whose package imports all of its modules, asyncio included).
 """
 from __future__ import annotations
 
@@ -135,6 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--tree", action="append", default=[], help="an envbuild source tree to compare")
     args = parser.parse_args()
 
     from envbuild.lock.request import SolveRequest
@@ -168,7 +174,7 @@ def main() -> int:
         print(f"solve time over {args.runs} runs: median {statistics.median(times):.3f} s "
               f"(min {min(times):.3f}, max {max(times):.3f})")
         print(f"peak RSS: {peak / 1024:.0f} MiB (before the first solve: {base_rss / 1024:.0f} MiB)")
-        cli(Path(tmp), channels, args.runs)
+        cli(Path(tmp), channels, args.runs, args.tree)
     return 0
 
 
@@ -186,6 +192,11 @@ def top_level_import_us(importtime: str) -> int:
 # solve and its writing of the lock folder took (everything inside `folder.replacing`).
 CLI_CHILD = """
 import contextlib, json, sys, time
+try:  # what `main` does first, before the imports below would define the dataclasses
+    from envbuild import dataclass_code
+    dataclass_code.install()
+except ImportError:  # an older source tree
+    pass
 from envbuild.cli import main
 from envbuild.lock import folder, solve as solve_module
 spent = {"solve": 0.0, "write": 0.0}
@@ -210,7 +221,7 @@ sys.exit(code)
 """
 
 
-def cli(folder: Path, channels: list[str], runs: int) -> None:
+def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
     """`envbuild lock SPEC` wall time against the work it cannot avoid: its own solve and
     the writing of the lock files, timed inside the same process."""
     import subprocess
@@ -224,27 +235,52 @@ def cli(folder: Path, channels: list[str], runs: int) -> None:
         "installer": "conda", "channels": channels}, sort_keys=False))
     # with the bytecode cache, as an installed envbuild runs (a shell that sets
     # PYTHONDONTWRITEBYTECODE would otherwise recompile every module on every run)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "envbuild", "--version"], env=env, check=True, capture_output=True)
-    wall, work, ratios = [], [], []
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    envs = {}
+    for tree in trees or [""]:
+        env = dict(base_env)
+        if tree:
+            env["PYTHONPATH"] = str(Path(tree).resolve())
+        envs[tree or "(installed)"] = env
+    wall = {name: [] for name in envs}
+    work = {name: [] for name in envs}
+    ratios = {name: [] for name in envs}
+    imports = {name: [] for name in envs}
+    cpu = {name: [] for name in envs}  # user + system seconds: less disturbed by other load than wall time
+    for name, env in envs.items():  # warm the bytecode and the caches
+        subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o", str(folder / "warm")],
+                       env=env, check=True, capture_output=True)
     for i in range(runs):
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o", str(folder / f"cli-{i}")],
-                              check=True, capture_output=True, text=True, env=env)
-        wall.append(time.perf_counter() - start)
-        spent = json.loads(done.stdout.splitlines()[-1])
-        work.append(spent["solve"] + spent["write"])
-        ratios.append(wall[-1] / work[-1])
-    imports = []
-    for i in range(runs):
-        err = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI_CHILD, "lock", str(spec_path), "-o",
-                              str(folder / f"imports-{i}")], capture_output=True, text=True, check=True,
-                             env=env).stderr
-        imports.append(top_level_import_us(err))
-    print(f"`envbuild lock` wall: median {statistics.median(wall):.3f} s (min {min(wall):.3f}); its own solve + "
-          f"write: median {statistics.median(work):.3f} s (min {min(work):.3f}); wall / (solve + write): median "
-          f"{statistics.median(ratios):.1f}x (min {min(ratios):.1f}x)")
-    print(f"imports of one `envbuild lock` run (-X importtime, top-level cumulative): median {statistics.median(imports) / 1000:.0f} ms")
+        for n, (name, env) in enumerate(envs.items()):
+            before, start = os.times(), time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o",
+                                   str(folder / f"cli-{i}-{n}")], check=True, capture_output=True, text=True, env=env)
+            wall[name].append(time.perf_counter() - start)
+            after = os.times()
+            cpu[name].append(after.children_user - before.children_user + after.children_system - before.children_system)
+            spent = json.loads(done.stdout.splitlines()[-1])
+            work[name].append(spent["solve"] + spent["write"])
+            ratios[name].append(wall[name][-1] / work[name][-1])
+            err = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI_CHILD, "lock", str(spec_path), "-o",
+                                  str(folder / f"imports-{i}-{n}")], capture_output=True, text=True, check=True,
+                                 env=env).stderr
+            imports[name].append(top_level_import_us(err))
+    for name in envs:
+        print(f"`envbuild lock` {name}: wall median {statistics.median(wall[name]):.3f} s (min {min(wall[name]):.3f}); "
+              f"its own solve + write: median {statistics.median(work[name]):.3f} s (min {min(work[name]):.3f}); "
+              f"wall / (solve + write): median {statistics.median(ratios[name]):.1f}x (min {min(ratios[name]):.1f}x); "
+              f"CPU (user + system, all threads) median {statistics.median(cpu[name]):.3f} s; "
+              f"imports (-X importtime, top-level cumulative): median {statistics.median(imports[name]) / 1000:.0f} ms")
+    floor = {"python -c pass": "pass", "python -c 'import rattler'": "import rattler"}
+    for label, code in floor.items():
+        times, cpus = [], []
+        for _ in range(runs):
+            before, start = os.times(), time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, env=base_env)
+            times.append(time.perf_counter() - start)
+            after = os.times()
+            cpus.append(after.children_user - before.children_user + after.children_system - before.children_system)
+        print(f"{label}: wall median {statistics.median(times):.3f} s, CPU median {statistics.median(cpus):.3f} s")
 
 
 if __name__ == "__main__":

@@ -9,14 +9,41 @@ same rows (source or reason, unique names) with the other tables.
 from __future__ import annotations
 
 import functools
+import marshal
+import os
+import time
 
-from envbuild.paths import MATRICES_DIR
+from envbuild.paths import MATRICES_DIR, cache_dir
 
 FILE = MATRICES_DIR / "packages.yaml"
 
 
 @functools.lru_cache(maxsize=1)
 def _sets() -> dict[str, tuple[str, ...]]:
+    # Kept in the cache folder by the file's size and modification time, so that a
+    # resolve does not import PyYAML for this one small file (see envbuild.matrix).
+    info = os.stat(FILE)
+    key = (str(FILE), info.st_size, info.st_mtime_ns)
+    cached = cache_dir() / f"package-sets-{info.st_ino:x}.marshal"
+    try:
+        stored_key, sets = marshal.loads(cached.read_bytes())
+        if stored_key == key:
+            return sets
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    sets = _parse()
+    if info.st_mtime_ns < time.time_ns() - 2_000_000_000:  # not "racy": see matrix._remember_version
+        try:
+            from envbuild import atomic
+
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_bytes(cached, marshal.dumps((key, sets)))
+        except OSError:
+            pass  # a read-only home only costs speed
+    return sets
+
+
+def _parse() -> dict[str, tuple[str, ...]]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

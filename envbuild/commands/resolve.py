@@ -4,7 +4,6 @@ Exit 0 when every check passes, 1 when there is a conflict, 2 for bad input.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -30,6 +29,8 @@ def run(args) -> int:
 
     resolution = resolve(spec)
     if args.json:
+        import json
+
         text = json.dumps(resolution.to_json(), indent=2)
     else:
         from envbuild.report import render
@@ -50,6 +51,8 @@ def _run_fleet(spec, args) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
     result = resolve_fleet(spec, targets)
+    import json
+
     _write((json.dumps(to_json(result), indent=2) if args.json else render_text(result)) + "\n")
     return 0 if result.ok else 1
 

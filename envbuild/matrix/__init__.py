@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
+import marshal
 import os
 import pickle
 import sys
+import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 from envbuild import atomic
 from envbuild.matrix import tables as t
-from envbuild.paths import MATRICES_DIR
+from envbuild.paths import MATRICES_DIR, cache_dir
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
@@ -116,12 +118,37 @@ def _row(row_type: type, raw: Any, where: str):
 
 
 def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
+    import hashlib  # only when the data version is not known yet
+
     digest = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
     files: dict[str, bytes] = {}
     for path in sorted(directory.glob("*.yaml")):
         files[path.name] = path.read_bytes()
         digest.update(path.name.encode() + b"\0" + files[path.name])
     return digest.hexdigest()[:12], files
+
+
+def _stat_key(directory: Path) -> tuple:
+    """Name, size and modification time of each data file: when these are unchanged the
+    content is taken as unchanged (Python's own bytecode cache makes the same bet)."""
+    stats = [(e.name, e.stat()) for e in os.scandir(directory) if e.name.endswith(".yaml")]
+    entries = sorted((name, info.st_size, info.st_mtime_ns) for name, info in stats)
+    return (SCHEMA_VERSION, str(directory), tuple(entries))
+
+
+def _known_version(directory: Path, key: tuple) -> str | None:
+    """The data version last computed for the files as `key` describes them, if any."""
+    try:
+        with open(_version_file(directory), "rb") as fh:
+            stored_key, version = marshal.loads(fh.read())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    return version if stored_key == key else None
+
+
+def _version_file(directory: Path) -> Path:
+    # one small file per data folder: several checkouts share one cache folder
+    return _cache_dir() / f"matrices-version-{zlib.crc32(str(directory).encode()):08x}.marshal"
 
 
 def _parse(version: str, files: dict[str, bytes]) -> Matrices:
@@ -158,37 +185,79 @@ def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envbuild"
+    return cache_dir()
 
 
 def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
     """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
     the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version: any edit to the YAML changes the name and forces a fresh parse. The GPU
-    name index is built here too, so that it is cached with the tables."""
+    data version and a checksum of the classes it holds: any edit to the YAML or to those
+    classes changes the name and forces a fresh parse. The GPU name index is built here
+    too, so that it is cached with the tables."""
     from envbuild.matrix.gpu_match import INDEX_FORMAT
 
-    version, files = _read_files(directory)
+    # Reading and hashing the files (800 KB) to learn the data version costs more than
+    # unpickling the tables, so the version is remembered per file sizes and times.
+    key = _stat_key(directory) if use_cache else None
+    version = _known_version(directory, key) if use_cache else None
+    files = None
+    if version is None:
+        version, files = _read_files(directory)
     # the cached object also holds the GPU name index, whose layout is versioned separately
-    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}.pickle"
+    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}-code{_code_key():08x}.pickle"
     if use_cache:
         try:
             with open(cache, "rb") as fh:
                 cached = pickle.load(fh)
             if isinstance(cached, Matrices) and cached.version == version:
+                if files is not None:
+                    _remember_version(directory, key, version)
                 return cached
         except (OSError, pickle.PickleError, EOFError, AttributeError, TypeError):
             pass  # cold or stale cache: parse below
+    if files is None:
+        version, files = _read_files(directory)
     matrices = _parse(version, files)
     if use_cache:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             with atomic.replacing(cache, "wb") as fh:
                 pickle.dump(matrices, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            _remember_version(directory, key, version)
         except OSError:
             pass  # a read-only home only costs speed
     return matrices
+
+
+def _code_key() -> int:
+    """A checksum of the code whose objects the cache holds: the row classes, `Matrices`,
+    the GPU index, and any envbuild module the row classes use (an enum of values, say).
+    Another envbuild (an upgrade, or a second checkout sharing the cache folder) with the
+    same data but other classes must not unpickle these objects."""
+    modules = {__name__, t.__name__, "envbuild.matrix.gpu_match"}
+    modules.update(m for m in (getattr(v, "__module__", None) for v in vars(t).values())
+                   if isinstance(m, str) and m.startswith("envbuild."))
+    checksum = 0
+    for name in sorted(modules):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            with open(path, "rb") as fh:
+                checksum = zlib.crc32(fh.read(), checksum)
+    return checksum
+
+
+def _remember_version(directory: Path, key: tuple, version: str) -> None:
+    # A file written in the last seconds could change again within the filesystem's
+    # timestamp granularity without changing size or time ("racy" in git's terms): such
+    # a version is not remembered, so the next load hashes the files again.
+    if any(mtime > time.time_ns() - 2_000_000_000 for _, _, mtime in key[2]):
+        return
+    try:
+        with atomic.replacing(_version_file(directory), "wb") as fh:
+            marshal.dump((key, version), fh)
+    except OSError:
+        pass
 
 
 @functools.lru_cache(maxsize=None)

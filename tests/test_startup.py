@@ -1,0 +1,139 @@
+"""What `envbuild resolve` and `envbuild lock` load, checked by module names rather than by
+time (times vary with the machine; an import that should not happen shows up here at once).
+Also the caches that keep PyYAML and the hashing of the matrix files off a repeated run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envbuild.spec import load_spec, parse, parsed_cache
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# run one command in a fresh interpreter and print the names of the modules it loaded
+CHILD = """
+import contextlib, io, json, sys
+from envbuild import dataclass_code
+from envbuild.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "compiled": dataclass_code._added}))
+"""
+
+# never on the `resolve` path: services, solvers, terminals and PyYAML once the caches are warm
+NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy", "yaml",
+                   "asyncio", "envbuild.lock", "envbuild.dockerfile",
+                   "envbuild.image", "envbuild.verify")
+
+
+def _loaded(args: list[str], cache: Path) -> tuple[int, set[str], int]:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True, cwd=ROOT,
+                          check=True)
+    answer = json.loads(done.stdout.splitlines()[-1])
+    return answer["code"], set(answer["modules"]), answer["compiled"]
+
+
+def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == b or m.startswith(b + ".") for b in banned))
+
+
+@pytest.mark.parametrize("name", ["pytorch-official.yaml", "pytorch-dlc.yaml"])  # the second has pip packages
+def test_resolve_with_warm_caches_loads_no_yaml_and_no_heavy_library(tmp_path, name):
+    recipe = str(ROOT / "recipes" / name)
+    code, cold, compiled = _loaded(["resolve", recipe], tmp_path)
+    assert code == 0
+    assert "yaml" in cold  # the first run parses the matrices and the spec
+    assert compiled > 100  # ... and compiles the dataclasses' methods
+    code, warm, compiled = _loaded(["resolve", recipe], tmp_path)
+    assert code == 0
+    assert compiled == 0
+    assert _hits(warm, NOT_FOR_RESOLVE) == []
+    # only the command that runs is imported and declared
+    assert "envbuild.commands.resolve" in warm
+    assert _hits(warm, ("envbuild.commands.lock", "envbuild.commands.image", "envbuild.commands.matrix")) == []
+
+
+def test_help_still_lists_every_command():
+    done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
+    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
+        assert f"    {name}" in done.stdout
+
+
+def test_cached_parse_equals_a_fresh_parse_and_follows_edits(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: demo\nframeworks:\n  pytorch: 2.1.2\ncuda: 12.1\npython: 3.10\n"
+                    "target: {driver: 535.104.05, gpus: [A100]}\n")
+    fresh = parse.parse_text(spec.read_text(), str(spec))
+    first, again = parse.read_spec_file(spec), parse.read_spec_file(spec)
+    for raw in (first, again):
+        assert (raw.data, raw.locations, raw.key_locations, raw.texts) == \
+               (fresh.data, fresh.locations, fresh.key_locations, fresh.texts)
+    assert again.text(("python",), again.data["python"]) == "3.10"  # the text as written survives the cache
+    assert load_spec(spec) == load_spec(spec)
+    spec.write_text(spec.read_text().replace("3.10", "3.11"))
+    assert load_spec(spec).python == "3.11"
+
+
+def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
+    from envbuild.errors import UserError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    for _ in range(2):  # the second time too the message comes from the parser
+        with pytest.raises(UserError, match="invalid YAML"):
+            parse.read_spec_file(bad)
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("name: demo\nwhen: 2024-01-02\n")
+    assert str(parse.read_spec_file(dated).data["when"]) == "2024-01-02"
+    cached = parsed_cache._read(parsed_cache._cache_file())
+    assert [source for source, _ in cached] == []  # neither file is stored
+
+
+def test_cached_dataclass_code_is_what_python_compiles(tmp_path):
+    import marshal
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "envbuild", "resolve", str(ROOT / "recipes" / "cupy.yaml")], env=env,
+                   capture_output=True, check=True)
+    (path,) = (tmp_path / "envbuild").glob("dataclass-code-*.marshal")
+    codes = marshal.loads(path.read_bytes())
+    assert len(codes) > 100
+    for text, code in codes.items():
+        assert compile(text, "<string>", "exec", dont_inherit=True) == code
+
+
+def test_matrix_data_version_is_remembered_until_a_file_changes(tmp_path, monkeypatch):
+    import shutil
+
+    from envbuild import matrix
+    from envbuild.paths import MATRICES_DIR
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    data = tmp_path / "matrices"
+    shutil.copytree(MATRICES_DIR, data)
+    for path in data.iterdir():  # files older than the filesystem's timestamp granularity
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    first = matrix.load_from(data)
+    read = matrix._read_files
+
+    def no_read(directory):
+        raise AssertionError("the data version should come from the memo")
+
+    monkeypatch.setattr(matrix, "_read_files", no_read)
+    assert matrix.load_from(data).version == first.version  # neither hashed nor parsed again
+    monkeypatch.setattr(matrix, "_read_files", read)
+    gpus = data / "gpus.yaml"
+    gpus.write_text(gpus.read_text() + "\n# a comment changes the data version\n")
+    changed = matrix.load_from(data)
+    assert changed.version != first.version
+    assert changed.version == matrix._read_files(data)[0]
+    # the pickle is named by the version and by a checksum of the classes it holds
+    assert len(list((tmp_path / "cache" / "envbuild").glob(f"matrices-{changed.version}-gpu*-code*.pickle"))) == 1
