@@ -25,7 +25,7 @@ def resolve_spec(args):
     from envbuild import pipeline
     from envbuild.dockerfile.mirror import parse_mirror
     from envbuild.errors import UserError
-    from envbuild.spec.cli_args import spec_from_args
+    from envbuild.commands._spec import spec_from_args
 
     if args.registry_mirror:
         parse_mirror(args.registry_mirror)

@@ -61,7 +61,7 @@ def run(args) -> int:
             target = replace(target, scheduler={"kind": args.kind})
     spec = None
     if args.spec or args.framework or args.cuda:
-        from envbuild.spec.cli_args import spec_from_args
+        from envbuild.commands._spec import spec_from_args
 
         spec = spec_from_args(args)
     image = args.image

@@ -50,7 +50,7 @@ def _expected(path: str):
     """--expect SPEC: resolve the spec, and expect what it resolved to."""
     from envbuild import pipeline
     from envbuild.errors import Unresolved, UserError
-    from envbuild.spec import load_spec
+    from envbuild.commands._spec import load_spec
 
     spec = load_spec(path)
     try:

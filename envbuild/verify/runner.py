@@ -20,6 +20,7 @@ from typing import Any
 
 from envbuild import probe as probe_module
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.probe_report import report_from_output
 
 PROBE_DIR = "/tmp/envbuild-probe"
 # /bin/sh -c replaces the image's entrypoint (NVIDIA's prints a banner on stdout)
@@ -130,7 +131,7 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
         gpus = None
     if result["start_error"]:
         raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
-    report_json = _parse_probe_output(result["stdout"])
+    report_json = report_from_output(result["stdout"])
     if report_json is None:
         tail = (result["stderr"] or result["stdout"] or "").strip()[-500:]
         no_python = "not found" in tail or result["exit"] == 127
@@ -245,18 +246,6 @@ def _run_probe(client, image: str, payload: dict, device_requests, timeout: int,
                 container.remove(force=True)
             except docker.errors.APIError:
                 pass
-
-
-def _parse_probe_output(stdout: str) -> dict[str, Any] | None:
-    start = stdout.find("{")
-    while start != -1:
-        try:
-            value = json.loads(stdout[start:])
-            return value if isinstance(value, dict) and "checks" in value else None
-        except json.JSONDecodeError:
-            start = stdout.find("\n{", start + 1)
-            start = start + 1 if start != -1 else -1
-    return None
 
 
 # --- what the probe is told ----------------------------------------------------------------------
