@@ -177,3 +177,15 @@ def simple_index(root: Path, wheels: list[Path]) -> Path:
             "</body></html>\n")
     (root / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
     return root
+
+
+def build_image(client, tag: str, files: dict[str, bytes]) -> str:
+    """Build `tag` with the engine's classic builder from a context of `files` (name -> bytes;
+    one of them the Dockerfile)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            _add(tar, name, data)
+    buf.seek(0)
+    client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True)
+    return tag

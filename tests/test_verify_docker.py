@@ -7,11 +7,9 @@ and write JSON and JUnit that agree - never a traceback.
 """
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import tarfile
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -31,16 +29,11 @@ ENV CUDA_VERSION=12.4.1 NVIDIA_REQUIRE_CUDA="{require_cuda}" \\
 COPY probe.py /opt/envbuild/probe.py
 LABEL {" ".join(f'{k}="{v}"' for k, v in labels.items())}
 """
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in (("Dockerfile", dockerfile.encode()), ("probe.py", (ROOT / "envbuild/probe.py").read_bytes())):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
+    import image_support
+
     tag = f"envbuild-test/verify-{uuid.uuid4().hex[:10]}:latest"
-    client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True)
-    return tag
+    return image_support.build_image(client, tag, {"Dockerfile": dockerfile.encode(),
+                                                   "probe.py": (ROOT / "envbuild/probe.py").read_bytes()})
 
 
 @pytest.fixture

@@ -5,13 +5,11 @@ Podman (`runtime: podman`), which gets the job's GPUs by their CDI names from th
 CDI spec that scripts/services.sh writes)."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -127,16 +125,10 @@ def probe_image(slurm_env, docker_client, registry, base_image) -> str:
 
     if shutil.which("podman") is None:
         pytest.fail("podman is missing: run ./scripts/services.sh up")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in (("Dockerfile", f"FROM {base_image}\nCOPY probe.py /opt/envbuild/probe.py\n".encode()),
-                           ("probe.py", (ROOT / "envbuild/probe.py").read_bytes())):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buf.seek(0)
     ref = f"{registry}/{image_support.TEST_NAMESPACE}/fleet-probe:{uuid.uuid4().hex[:8]}"
-    docker_client.images.build(fileobj=buf, custom_context=True, tag=ref, rm=True)
+    image_support.build_image(docker_client, ref, {
+        "Dockerfile": f"FROM {base_image}\nCOPY probe.py /opt/envbuild/probe.py\n".encode(),
+        "probe.py": (ROOT / "envbuild/probe.py").read_bytes()})
     docker_client.images.push(ref)
     yield ref
     subprocess.run(["podman", "rmi", "--ignore", ref], capture_output=True)
