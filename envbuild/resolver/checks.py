@@ -288,10 +288,20 @@ def _answers(b: Build, ix: Index) -> tuple[dict, dict]:
 
 
 def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
-    if ix.toolkit_runs_on(b.cuda, g.cc):
-        return [], False
+    # whether CUDA b.cuda's code runs on the GPU is the same for every build of that CUDA
+    runs = ix.memo.get(("toolkit runs", b.cuda))
+    if runs is None:
+        runs = ix.memo[("toolkit runs", b.cuda)] = {}
+    ok = runs.get(g.label)
+    if ok is None:
+        ok = runs[g.label] = ix.toolkit_runs_on(b.cuda, g.cc)
+    if ok:
+        return _NONE
     found = _toolkit_problems(b, g, ix)
     return found, any(not p.soft for p in found)
+
+
+_NONE: tuple[list[Problem], bool] = ([], False)  # read only
 
 
 def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
