@@ -56,13 +56,13 @@ def hash_all(folder: Path) -> float:
 
 def content_tag(work: Path, reg: str) -> str:
     """The tag `envbuild image` computes for this folder's spec, lock and wheelhouse."""
-    from envbuild.dockerfile.context import write_context
+    from envbuild import pipeline
     from envbuild.image import tag
     from envbuild.resolver import resolve
     from envbuild.spec import load_spec
 
     resolution = resolve(load_spec(work / "spec.yaml"))
-    context = write_context(work / "ctx", resolution, work / "lock", mirror=reg, wheelhouse=work / "wh")
+    context = pipeline.context(work / "ctx", resolution, work / "lock", mirror=reg, wheelhouse=work / "wh")
     try:
         return tag.content_tag(resolution, context.path, context.base_digest, resolution.resolved.platform)
     finally:

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import image_support as support  # noqa: E402
-from envbuild.dockerfile.context import write_context  # noqa: E402
 from envbuild.image import build, engine  # noqa: E402
-from envbuild.image.make import ImageOptions, make_image  # noqa: E402
+from envbuild.image.make import ImageOptions  # noqa: E402
+from envbuild.pipeline import context, make_image  # noqa: E402
 
 
 def services() -> dict[str, str]:
@@ -71,7 +71,7 @@ def main() -> None:
             client.api.tag(first.image_id, opts.repository, first.ref.rsplit(":", 1)[1])
         print(f"cache hit (registry tag): {median_time(registry_hit, args.runs) * 1000:.0f} ms (median of {args.runs})")
 
-        ctx = write_context(Path(tmp) / "ctx", resolution, lock_dir, mirror=registry, wheelhouse=wheelhouse)
+        ctx = context(Path(tmp) / "ctx", resolution, lock_dir, mirror=registry, wheelhouse=wheelhouse)
         rebuild = median_time(lambda: build.build(client, ctx.path, progress=quiet()), args.runs)
         print(f"no-change rebuild (layer cache): {rebuild:.2f} s (median of {args.runs})")
 

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from envbuild import __version__
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.errors import EnvironmentProblem, Refused, UserError
 
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
+    except Refused as exc:
+        from envbuild.jsonout import wanted
+
+        return _refused(exc, json_wanted=wanted(args))
     except UserError as exc:
         from envbuild.jsonout import wanted
 
@@ -95,9 +99,7 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
 
     Evidence (a failed build's step and log tail) comes first, the summary line last: the
     one-line rule is for the summary, the evidence keeps its lines."""
-    loop = sys.modules.get("envbuild.lock.loop")
-    if loop is not None:  # rattler's worker threads may still be winding down: let them settle
-        loop.settle_at_exit()
+    _settle()
     if exc.evidence:
         from envbuild.terminal import for_stream
 
@@ -108,6 +110,39 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
 
         print(json.dumps(error_json(exc), indent=2))
     return exc.exit_code
+
+
+def _refused(exc: Refused, *, json_wanted: bool) -> int:
+    """A stage's own report of why it refused: the resolver's conflicts with their fixes,
+    or the solver's conflicts one line each; with --json that stage's JSON object."""
+    from envbuild.errors import LockRefused, Unresolved
+    from envbuild.jsonout import emit
+    from envbuild.urls import mask_text
+
+    _settle()
+    if isinstance(exc, Unresolved):
+        from envbuild.report import render
+
+        print(render(exc.resolution, colour=False), file=sys.stderr)
+        if json_wanted:  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
+            emit(exc.resolution.to_json())
+    elif isinstance(exc, LockRefused):  # the same refusal `envbuild lock` gives
+        for message in exc.conflicts:
+            print(mask_text(f"envbuild: lock conflict: {message}"), file=sys.stderr)
+        if not exc.conflicts:
+            print(mask_text(f"envbuild: error: the stack could not be locked: {exc.reason}"), file=sys.stderr)
+        if json_wanted:
+            emit({"verdict": "conflict", "stage": "lock", "spec_hash": exc.spec_hash,
+                  "conflicts": [{"message": mask_text(m)} for m in exc.conflicts or (exc.reason,)]})
+    else:
+        print(f"envbuild: error: {mask_text(str(exc))}", file=sys.stderr)
+    return exc.exit_code
+
+
+def _settle() -> None:
+    loop = sys.modules.get("envbuild.lock.loop")
+    if loop is not None:  # rattler's worker threads may still be winding down: let them settle
+        loop.settle_at_exit()
 
 
 # errno -> what to do about it

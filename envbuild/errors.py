@@ -29,3 +29,37 @@ class EnvironmentProblem(UserError):
     """Something outside envbuild is missing or down (Docker engine, registry, solver). Exit code 3."""
 
     exit_code = 3
+
+
+class Refused(Exception):
+    """A stage refused the request and has its own report (the resolver's conflicts, the
+    solver's): `envbuild/cli.py` prints that report and exits 1. Not a UserError: the
+    input is well formed, the stack it asks for does not exist."""
+
+    exit_code = 1
+
+
+class Unresolved(Refused):
+    """The spec does not resolve; `resolution` holds the conflicts and their fixes."""
+
+    def __init__(self, resolution):
+        self.resolution = resolution
+        self.first = resolution.conflicts[0].message if resolution.conflicts else "no resolution"
+        super().__init__(f"the spec does not resolve: {self.first}")
+
+
+class LockRefused(Refused):
+    """The resolved stack could not be locked: the solver's conflicts (one line each), or
+    its first line of output when it named none."""
+
+    def __init__(self, spec_hash: str, conflicts: tuple[str, ...], reason: str):
+        self.spec_hash = spec_hash
+        self.conflicts = conflicts
+        self.reason = reason
+        super().__init__(conflicts[0] if conflicts else reason)
+
+
+class VerifyFailed(UserError):
+    """The verification gate stopped an image: nothing was tagged or pushed. Exit code 1."""
+
+    exit_code = 1

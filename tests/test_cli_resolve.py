@@ -26,7 +26,7 @@ from envbuild.model import (
 )
 from envbuild.report import fix_flags, render
 from envbuild.spec import load_spec
-from envbuild.spec.cli_args import spec_from_args
+from envbuild.commands._spec import spec_from_args  # as commands read flags: with the GPU matrix and --host
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_EXAMPLE = [

@@ -142,7 +142,9 @@ def test_every_recipe_renders_a_clean_dockerfile(recipe, tmp_path):
 
 def test_require_cuda_allows_the_minor_version_floor():
     stack = support.resolution("cuda").resolved
-    value = render.require_cuda(stack)
+    from envbuild.dockerfile.context import minor_compat_floor
+
+    value = render.require_cuda(stack, minor_compat_floor(stack.cuda))
     assert value.split()[0] == "cuda>=12.4"
     # The floor comes from the matrices when they carry the minor-compat row for CUDA 12.
     from envbuild import matrix

@@ -17,6 +17,7 @@ from pathlib import Path
 import image_support as support
 from envbuild import __version__
 from envbuild.dockerfile import render
+from envbuild.dockerfile.context import minor_compat_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "dockerfiles"
@@ -47,7 +48,8 @@ def _cases() -> dict[str, tuple]:
 def _render(resolution, installer: str, pip_wheel: bool) -> str:
     text = render.render(render.RenderInput(resolution, installer, resolution.resolved.base_image.ref,
                                             pip_wheel=pip_wheel,
-                                            installed=(("envbuild-demo", "1.0"),)))
+                                            installed=(("envbuild-demo", "1.0"),),
+                                            driver_floor=minor_compat_floor(resolution.resolved.cuda)))
     text = text.replace(f"envbuild {__version__} ", "envbuild VERSION ")
     text = text.replace(f'io.envbuild.version="{__version__}"', 'io.envbuild.version="VERSION"')
     return _MATRIX_VERSION.sub(r'\1"MATRIX-VERSION"', text)

@@ -70,6 +70,7 @@ def test_schema_keys_match_the_validator_and_the_target_modules():
     ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: pbs}\n", ":4:", ["unknown scheduler kind 'pbs'", "k8s, slurm"]),
     ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: slurm}\n", ":4:", ["needs 'partition'"]),
     ("targets:\n  a:\n    gpu: A1000000\n    scheduler: {kind: k8s}\n", ":3:", ["unknown GPU"]),
+    ("targets:\n  a:\n    gpu: A10X\n    scheduler: {kind: k8s}\n", ":3:", ["unknown GPU 'A10X'", "did you mean 'A10'?"]),
     ("targets:\n  a:\n    gpu: A100\n    gpu_memory: lots\n    scheduler: {kind: k8s}\n", ":4:", ["malformed gpu_memory"]),
     ("targets:\n  Big_Name:\n    gpu: A100\n    scheduler: {kind: k8s}\n", ":2:", ["lowercase"]),
 ])

@@ -101,13 +101,14 @@ def test_index_is_cached_with_the_data(m):
 
 def test_spec_takes_nvidia_smi_names_and_reports_ambiguity():
     from envbuild.errors import UserError
+    from envbuild.matrix.gpu_match import spec_gpu_check
     from envbuild.spec import spec_from_text
 
     spec = spec_from_text("frameworks: {pytorch: null}\ntarget: {gpus: ['NVIDIA GeForce RTX 3060 Laptop GPU', "
                           "'Tesla V100-PCIE-32GB']}\n")
     assert spec.gpus == ("NVIDIA GeForce RTX 3060 Laptop GPU", "Tesla V100-PCIE-32GB")
     with pytest.raises(UserError) as err:
-        spec_from_text("frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 6000']}\n")
+        spec_from_text("frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 6000']}\n", gpu_check=spec_gpu_check)
     assert "NVIDIA RTX 6000 Ada (8.9) or Quadro RTX 6000 (7.5)" in str(err.value) and "did you mean" not in str(err.value)
 
 

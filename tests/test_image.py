@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import image_support as support
-from envbuild.dockerfile.context import write_context
-from envbuild.dockerfile.digests import manifest_digest
+from envbuild import pipeline
 from envbuild.dockerfile.reference import parse
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.image.build import BuildFailed
-from envbuild.image.make import ImageOptions, make_image
+from envbuild.image.make import ImageOptions
+from envbuild.pipeline import make_image
+from envbuild.registry import manifest_digest
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,13 +159,13 @@ def test_pin_digests_through_basic_auth(docker_client, auth_registry, registry, 
     docker_client.api.tag(base_image, f"{host}/nvidia/cuda", "12.4.1-runtime-ubuntu22.04")
     resolution = support.resolution("cuda", name="pinned")
     with pytest.raises(EnvironmentProblem, match=f"registry {host} denied access"):
-        write_context(tmp_path / "ctx", resolution, conda_lock, mirror=host, pin_digests=True)
+        pipeline.context(tmp_path / "ctx", resolution, conda_lock, mirror=host, pin_digests=True)
     login(empty_docker_config, host, user, password)
     for line in docker_client.api.push(f"{host}/nvidia/cuda", "12.4.1-runtime-ubuntu22.04", stream=True, decode=True):
         assert "error" not in line, line
     lock_dir = tmp_path / "lock"  # pinning writes into the lock folder: keep the shared one clean
     shutil.copytree(conda_lock, lock_dir)
-    context = write_context(tmp_path / "ctx", resolution, lock_dir, mirror=host, pin_digests=True)
+    context = pipeline.context(tmp_path / "ctx", resolution, lock_dir, mirror=host, pin_digests=True)
     digest = manifest_digest(parse(mirrored))
     assert context.base_ref == f"{mirrored}@{digest}"
     assert f"FROM {mirrored}@{digest} AS install" in context.dockerfile

@@ -220,7 +220,8 @@ def test_a_pip_build_without_a_pip_wheel_installs_and_the_venv_has_pip(docker_cl
     """The stand-in nvidia/cuda base has python3 but no python3-venv and no pip; the wheelhouse
     has only the locked wheel. The install stage adds python3-venv from the distribution
     (network), the venv gets pip from ensurepip, and that pip installs the lock."""
-    from envbuild.image.make import ImageOptions, make_image
+    from envbuild.image.make import ImageOptions
+    from envbuild.pipeline import make_image
 
     wheels = tmp_path / "wheels"
     demo = support.make_wheel(wheels, "envbuild_venvpip", "1.0", "VERSION = '1.0'\n")
@@ -240,7 +241,8 @@ def test_a_pip_build_without_a_pip_wheel_installs_and_the_venv_has_pip(docker_cl
 def test_a_conda_build_without_a_pip_wheel_gets_pip_from_ensurepip(docker_client, registry, wheelhouse, tmp_path):
     """The wheelhouse has py-rattler but no pip and the base python3 has no pip: the installer
     makes a throw-away venv with ensurepip and installs py-rattler with its pip."""
-    from envbuild.image.make import ImageOptions, make_image
+    from envbuild.image.make import ImageOptions
+    from envbuild.pipeline import make_image
 
     wheels = tmp_path / "wheels"
     shutil.copytree(wheelhouse, wheels, ignore=shutil.ignore_patterns("pip-*", ".*"))

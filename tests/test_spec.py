@@ -11,7 +11,8 @@ import pytest
 
 from envbuild.errors import UserError
 from envbuild.model import FrameworkRequest
-from envbuild.spec import load_spec, spec_from_mapping, spec_from_text
+from envbuild.commands._spec import load_spec  # as commands read specs: GPU names checked against the matrix
+from envbuild.spec import spec_from_mapping, spec_from_text
 from envbuild.spec.validate import NESTED_KEYS, TOP_KEYS, canonical_framework, split_framework
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -268,3 +269,14 @@ def test_recipe_matches_schema_and_validates(recipe):
 
     jsonschema.validate(yaml.safe_load(recipe.read_text()), _schema(), cls=jsonschema.Draft202012Validator)
     load_spec(recipe)
+
+
+def test_gpu_names_are_checked_by_the_catalog_the_caller_hands_in():
+    # The spec layer sits below the matrices: on its own it judges only whether a GPU name is
+    # readable; the GPU matrix's check (ambiguous names, nearest names) comes from the caller.
+    from envbuild.matrix.gpu_match import spec_gpu_check
+
+    text = "frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 6000']}\n"
+    assert spec_from_text(text).gpus == ("RTX 6000",)
+    with pytest.raises(UserError, match="unknown GPU 'RTX 6000' .*it may be"):
+        spec_from_text(text, gpu_check=spec_gpu_check)

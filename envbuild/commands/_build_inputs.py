@@ -1,7 +1,7 @@
-"""What `envbuild dockerfile` and `envbuild image` share: spec -> resolution -> lock folder."""
+"""The build-input flags of `dockerfile`, `image`, `wheelhouse` and `export`, and their
+adapter onto the pipeline's resolve and lock stages (envbuild/pipeline.py)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 
@@ -20,67 +20,27 @@ def add_build_arguments(parser) -> None:
 
 
 def resolve_spec(args):
-    """The resolved spec; a conflict prints the resolver's report and exits 1."""
+    """The spec and its resolution (pipeline.resolve: a conflict raises Unresolved, which
+    the CLI prints like `envbuild resolve` does, exit 1). Bad flags fail before any work."""
+    from envbuild import pipeline
     from envbuild.dockerfile.mirror import parse_mirror
-    from envbuild.spec.cli_args import spec_from_args
-
-    if args.registry_mirror:  # bad flags fail before any work
-        parse_mirror(args.registry_mirror)
     from envbuild.errors import UserError
+    from envbuild.commands._spec import spec_from_args
 
+    if args.registry_mirror:
+        parse_mirror(args.registry_mirror)
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise UserError("folder does not exist", where=f"--wheelhouse {args.wheelhouse}")
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
     spec = spec_from_args(args)
-    from envbuild.resolver import resolve
-
-    resolution = resolve(spec)
-    if not resolution.ok:
-        from envbuild.jsonout import emit, wanted
-        from envbuild.report import render
-
-        print(render(resolution, colour=False), file=sys.stderr)
-        if wanted(args):  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
-            emit(resolution.to_json())
-        raise SystemExit(1)
-    return spec, resolution
+    return spec, pipeline.resolve(spec)
 
 
 def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
-    """A lock folder that matches the spec: the user's when it is current, else a fresh lock."""
-    from envbuild.lock import api
-    from envbuild.lock.check import check
+    """pipeline.lock with the command's --lock-dir, --platform and -q."""
+    from envbuild import pipeline
 
-    platform = getattr(args, "platform", None)
-    platforms = (platform,) if platform else None
-    if args.lock_dir is not None:
-        if args.lock_dir.is_dir() and not check(spec, resolution, platforms, args.lock_dir):
-            return args.lock_dir
-        target = args.lock_dir
-    else:
-        target = scratch / "lock"
-    from envbuild.lock.pip_lock import PipLockFailed
-
-    if not getattr(args, "quiet", False):  # -q: errors only
-        print(f"envbuild: locking into {target}", file=sys.stderr)
-    try:
-        api.lock(spec, resolution, platforms, target)
-    except (api.LockConflict, PipLockFailed) as exc:
-        from envbuild.urls import mask_text
-
-        # The same refusal `envbuild lock` gives: the conflict in one line each, exit 1.
-        for conflict in exc.conflicts or ():
-            print(mask_text(f"envbuild: lock conflict: {conflict.message}"), file=sys.stderr)
-        if not exc.conflicts:
-            print(mask_text(f"envbuild: error: the stack could not be locked: {(str(exc).splitlines() or [''])[0]}"),
-                  file=sys.stderr)
-        from envbuild.jsonout import emit, wanted
-
-        if wanted(args):
-            emit({"verdict": "conflict", "stage": "lock", "spec_hash": spec.hash(),
-                  "conflicts": [{"message": mask_text(c.message)} for c in exc.conflicts or ()]
-                  or [{"message": mask_text((str(exc).splitlines() or [''])[0])}]})
-        raise SystemExit(1) from None
-    return target
+    return pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=scratch,
+                         platform=getattr(args, "platform", None), quiet=getattr(args, "quiet", False))

@@ -26,17 +26,18 @@ def run(args) -> int:
     import tempfile
     from pathlib import Path
 
+    from envbuild import pipeline
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.dockerfile import outputs
-    from envbuild.dockerfile.context import OWNED, write_context
+    from envbuild.dockerfile.context import OWNED
 
     spec, resolution = resolve_spec(args)
     outputs.guard(args.output, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir)
     with tempfile.TemporaryDirectory(prefix="envbuild-dockerfile-") as scratch:
         lock_dir = lock_dir_for(spec, resolution, args, Path(scratch))
-        context = write_context(args.output, resolution, lock_dir, platform=args.platform,
-                                mirror=args.registry_mirror, pin_digests=args.pin_digests,
-                                wheelhouse=args.wheelhouse, force=args.force)
+        context = pipeline.context(args.output, resolution, lock_dir, platform=args.platform,
+                                   mirror=args.registry_mirror, pin_digests=args.pin_digests,
+                                   wheelhouse=args.wheelhouse, force=args.force)
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
     if args.json:
         from envbuild.jsonout import emit

@@ -61,16 +61,14 @@ def run(args) -> int:
             target = replace(target, scheduler={"kind": args.kind})
     spec = None
     if args.spec or args.framework or args.cuda:
-        from envbuild.spec.cli_args import spec_from_args
+        from envbuild.commands._spec import spec_from_args
 
         spec = spec_from_args(args)
     image = args.image
     if not image:
         if spec is None:
             raise UserError("no image to run", where="export", hint="pass --image REF, or a SPEC whose image `envbuild image` builds")
-        from envbuild.targets.image_ref import default_image
-
-        image = default_image(spec, args)
+        image = _default_image(spec, args)
     gpus = args.gpus or (spec.gpu_count if spec and spec.gpu_count else None) or 1
     name = args.name or (f"envbuild-{target.name}" if target else "envbuild-job")
     if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
@@ -88,3 +86,28 @@ def run(args) -> int:
     else:
         print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
     return 0
+
+
+def _default_image(spec, args) -> str:
+    """The image a job runs when none is named: the one `envbuild image` makes of the spec
+    (the same resolution, lock and build context), pinned by digest when the registry has it."""
+    import tempfile
+    from pathlib import Path
+
+    from envbuild import pipeline
+    from envbuild.errors import Unresolved, UserError
+
+    repository = args.repository or spec.image_repository
+    if not repository:
+        raise UserError("no image to run and no repository to name it", where=spec.source or "command line",
+                        hint="pass --image REF, or set image.repository in the spec (or --repository)")
+    try:
+        resolution = pipeline.resolve(spec)
+    except Unresolved as exc:
+        raise UserError(exc.args[0], where=spec.source or "command line",
+                        hint="run `envbuild resolve` on it and apply a fix") from None
+    with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
+        lock_dir = pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=Path(scratch),
+                                 platform=args.platform)
+        return pipeline.image_ref(resolution, repository, lock_dir, mirror=args.registry_mirror,
+                                  pin_digests=args.pin_digests, wheelhouse=args.wheelhouse)

@@ -41,7 +41,8 @@ def run(args) -> int:
     from envbuild.errors import UserError
     from envbuild.image import engine
     from envbuild.progress import Progress
-    from envbuild.image.make import ImageOptions, make_image
+    from envbuild.image.make import ImageOptions
+    from envbuild.pipeline import make_image
 
     spec, resolution = resolve_spec(args)
     repository = args.repository or spec.image_repository

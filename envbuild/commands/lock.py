@@ -31,7 +31,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from envbuild.spec.cli_args import spec_from_args
+    from envbuild.commands._spec import spec_from_args
 
     platforms = list(args.platform or [])
     args.platform = platforms[0] if platforms else None

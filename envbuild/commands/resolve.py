@@ -20,7 +20,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from envbuild.spec.cli_args import spec_from_args
+    from envbuild.commands._spec import spec_from_args
 
     spec = spec_from_args(args)  # bad input ends here, before the matrices are read
     if getattr(args, "fleet", None) or getattr(args, "target", None):

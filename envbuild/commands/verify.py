@@ -38,12 +38,27 @@ def run(args: argparse.Namespace) -> int:
 
     from envbuild.progress import Progress
 
-    report = run_verify(args.image, gpus=args.gpus, expect_spec=args.expect, timeout=args.timeout,
-                        perf=not args.no_perf, progress=Progress(sys.stderr))
+    report = run_verify(args.image, gpus=args.gpus, expect=_expected(args.expect) if args.expect else None,
+                        timeout=args.timeout, perf=not args.no_perf, progress=Progress(sys.stderr))
     _answer(args, report.to_json(), lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
     return report.exit_code
+
+
+def _expected(path: str):
+    """--expect SPEC: resolve the spec, and expect what it resolved to."""
+    from envbuild import pipeline
+    from envbuild.errors import Unresolved, UserError
+    from envbuild.commands._spec import load_spec
+
+    spec = load_spec(path)
+    try:
+        resolution = pipeline.resolve(spec)
+    except Unresolved as exc:
+        raise UserError(f"the expected spec does not resolve: {exc.first}", where=path,
+                        hint="run `envbuild resolve` on it and apply a fix") from None
+    return pipeline.expectations(resolution)
 
 
 def _run_fleet(args: argparse.Namespace) -> int:

@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild import atomic
-from envbuild.dockerfile import digests, lockfiles, outputs, render
-from envbuild.dockerfile.mirror import apply_mirror
-from envbuild.dockerfile.reference import parse
+from envbuild.dockerfile import lockfiles, outputs, render
 from envbuild.errors import UserError
 from envbuild.lock import folder
 from envbuild.model import Resolution
@@ -48,14 +46,30 @@ class BuildContext:
     installer: str
 
 
-def resolve_base(resolution: Resolution, *, mirror: str | None, pin_digests: bool) -> tuple[str, str | None]:
+@dataclass(frozen=True)
+class Base:
+    """The base image as FROM names it: the catalog reference, through a mirror and pinned
+    to a digest when asked (the pipeline's base stage asks the registry)."""
+
+    ref: str
+    digest: str | None = None
+
+
+def catalog_base(resolution: Resolution) -> Base:
     stack = resolution.resolved
     if stack is None or stack.base_image is None:
         raise UserError("the resolution chose no base image", hint="set `base` or `base_image` in the spec")
-    ref = apply_mirror(parse(stack.base_image.ref), mirror)
-    if pin_digests:
-        ref = digests.pin(ref)
-    return str(ref), ref.digest
+    return Base(stack.base_image.ref)
+
+
+def minor_compat_floor(cuda: str | None) -> str | None:
+    """The driver floor minor-version compatibility gives the CUDA major (cuda_driver.yaml)."""
+    if not cuda:
+        return None
+    from envbuild import matrix
+
+    major = int(cuda.split(".")[0])
+    return next((r.floor_linux for r in matrix.load().minor_compat if r.major == major and r.floor_linux), None)
 
 
 def rattler_requirement() -> str:
@@ -154,10 +168,10 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
 
 
 def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
-                  mirror: str | None = None, pin_digests: bool = False,
-                  wheelhouse: Path | None = None, force: bool = False) -> BuildContext:
+                  base: Base | None = None, wheelhouse: Path | None = None, force: bool = False) -> BuildContext:
     """Write the context into `out`, replacing only envbuild's own entries there (a folder
-    with other files and no `.envbuild-outputs` record needs `force`)."""
+    with other files and no `.envbuild-outputs` record needs `force`). `base` is what FROM
+    names (default: the catalog's reference). The lock folder is only read."""
     stack = resolution.resolved
     if not resolution.ok or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
@@ -179,14 +193,14 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
                             hint="fill it from the same lock with `envbuild wheelhouse SPEC --lock-dir LOCK -o DIR`")
     installed = tuple(locked.installed_versions(lock, tuple(f.name for f in stack.frameworks)).items())
     # --- end locked files ---
-    base_ref, digest = resolve_base(resolution, mirror=mirror, pin_digests=pin_digests)
+    base = base or catalog_base(resolution)
+    base_ref, digest = base.ref, base.digest
     dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
-                                                  pip_wheel=has_pip_wheel(wheelhouse), installed=installed))
+                                                  pip_wheel=has_pip_wheel(wheelhouse), installed=installed,
+                                                  driver_floor=minor_compat_floor(stack.cuda)))
     extra = {}
-    if digest:  # the pinned base goes into the lock folder too (lock/base_record.py owns that write)
-        from envbuild.lock import base_record
-
-        extra[folder.BASE_RECORD] = base_record.write(lock_dir, stack.base_image.ref, base_ref.split("@")[0], digest)
+    if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)
+        extra.update(_base_record(lock_dir, digest))
     out = Path(os.path.abspath(out))
     with atomic.naming(out):
         stage = outputs.staging(out)
@@ -196,3 +210,13 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+
+
+def _base_record(lock_dir: Path, digest: str) -> dict[str, str]:
+    """{base-image.json: its text} when the lock folder records the base pinned by `digest`."""
+    try:
+        text = (lock_dir / folder.BASE_RECORD).read_text(encoding="utf-8")
+        pinned = json.loads(text).get("digest")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {folder.BASE_RECORD: text} if pinned == digest else {}

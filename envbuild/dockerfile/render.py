@@ -94,6 +94,7 @@ class RenderInput:
     base_digest: str | None = None
     pip_wheel: bool = False  # the wheelhouse holds a pip wheel: no python3-venv needed
     installed: tuple[tuple[str, str], ...] = ()  # (package, version) from the lock: frameworks, key libraries
+    driver_floor: str | None = None  # minor-version compatibility's driver floor for the stack's CUDA major
 
 
 TEMPLATE = DOCKERFILES_DIR / "template.Dockerfile"
@@ -125,28 +126,18 @@ def stack_summary(stack: ResolvedStack) -> str:
     return ", ".join(parts)
 
 
-def require_cuda(stack: ResolvedStack) -> str:
+def require_cuda(stack: ResolvedStack, driver_floor: str | None = None) -> str:
     """NVIDIA_REQUIRE_CUDA for the NVIDIA container runtime: `cuda>=X.Y` refuses drivers
     older than the environment's CUDA. For CUDA 11+ minor-version compatibility lets any
-    driver at or above the major's floor run it, which the resolver accepted too, so that
-    floor is allowed as an alternative clause (space = OR for the runtime)."""
+    driver at or above the major's floor (`driver_floor`, from the matrices) run it, which
+    the resolver accepted too, so that floor is allowed as an alternative clause (space =
+    OR for the runtime)."""
     if not stack.cuda:
         return ""
     clauses = [f"cuda>={stack.cuda}"]
-    floor = _minor_compat_floor(int(stack.cuda.split(".")[0]))
-    if floor:
-        clauses.append(f"driver>={floor}")
+    if driver_floor:
+        clauses.append(f"driver>={driver_floor}")
     return " ".join(clauses)
-
-
-def _minor_compat_floor(major: int) -> str | None:
-    from envbuild import matrix
-
-    try:
-        rows = matrix.load().minor_compat
-    except Exception:  # matrices missing in a partial checkout: the strict clause alone is still right
-        return None
-    return next((r.floor_linux for r in rows if r.major == major and r.floor_linux), None)
 
 
 def quote(value: str) -> str:
@@ -205,7 +196,7 @@ def render(data: RenderInput) -> str:
         base_ref=data.base_ref,
         base_why=" ".join((base.why or f"{base.family} base").split()),
         prefix=PREFIX,
-        require_cuda=quote(require_cuda(stack)),
+        require_cuda=quote(require_cuda(stack, data.driver_floor)),
         user_env=user_env,
         labels=label_text,
         runtime_python=runtime_python,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envbuild.fleet import Target
-from envbuild.fleet.memory import fmt_gib
+from envbuild.memory_size import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
 from envbuild.values import DriverVersion
 from envbuild.versions import parse_version

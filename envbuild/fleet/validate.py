@@ -6,7 +6,8 @@ from typing import Any
 
 from envbuild.errors import UserError
 from envbuild.fleet import Fleet, Target
-from envbuild.fleet.memory import fmt_gib, gpu_row_memory, parse_gib
+from envbuild.fleet.memory import gpu_row_memory
+from envbuild.memory_size import fmt_gib, parse_gib
 from envbuild.model import PLATFORMS
 
 TARGET_KEYS = ("gpu", "gpus_per_node", "driver", "platform", "mig", "gpu_memory", "scheduler")
@@ -69,11 +70,11 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
     gpu = _text(raw, path + ("gpu",), gpu)
     row = find_gpu(m, gpu)
     if row is None and not is_compute_capability(gpu):
-        from envbuild.spec.validate import _find_gpu
+        from envbuild.matrix.gpu_match import spec_gpu_check
 
-        suggestions = _find_gpu(gpu)[1]
+        hint = spec_gpu_check(gpu)[1]
         raise UserError(f"unknown GPU {gpu!r}", where=where(path + ("gpu",)),
-                        hint=f"did you mean {suggestions[0]!r}?" if suggestions else "give the model (A100, V100) or a compute capability (8.0)")
+                        hint=hint or "give the model (A100, V100) or a compute capability (8.0)")
     if row is None:
         gpu = parse_compute_capability(gpu)
     count = body.get("gpus_per_node", 1)

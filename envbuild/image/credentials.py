@@ -18,7 +18,7 @@ TIMEOUT = 1.5  # seconds per request: a refused or missing login is known well u
 
 def check_push_access(repository: str, *, timeout: float = TIMEOUT) -> None:
     """Raise EnvironmentProblem (exit 3) when pushing to `repository` would be refused."""
-    from envbuild.dockerfile.digests import RegistryClient
+    from envbuild.registry import RegistryClient
     from envbuild.dockerfile.reference import parse
 
     ref = parse(f"{repository}:envbuild-push-check")

@@ -1,16 +1,15 @@
-"""spec -> image: context, content tag, cache check, build, verify, tag, push.
+"""The image stages: build (content tag, cache check, build) and publish (tag, push).
 
-`make_image` is what `envbuild image` runs once the spec is resolved and locked; tests
-and other tools call it with a Resolution and a lock folder directly.
+`envbuild.pipeline.make_image` runs them in order, with the verify gate between them:
+an image gets tags and is pushed only after it passed the gate when one was asked for.
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envbuild.dockerfile.context import BuildContext
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.model import Resolution
 
@@ -29,6 +28,11 @@ class ImageOptions:
     keep_context: Path | None = None  # write the build context here instead of a temp folder
     force_context: bool = False  # keep_context may hold other files (left as they are)
 
+    @property
+    def needs_image(self) -> bool:
+        """Tags, a push and the verify gate need the image in the local engine."""
+        return self.push or bool(self.extra_tags) or self.verify
+
 
 @dataclass
 class ImageResult:
@@ -44,10 +48,7 @@ class ImageResult:
     context_bytes: int | None = None
     verification: dict | None = None  # verify's report summary when --verify ran
     labels: dict = field(default_factory=dict)  # labels added at build time (created, revision...)
-
-
-class VerifyFailed(UserError):
-    exit_code = 1
+    done: bool = False  # nothing left to tag or push: answered from the engine's image list
 
 
 def _say(progress, text: str) -> None:
@@ -56,8 +57,8 @@ def _say(progress, text: str) -> None:
 
 def _in_registry(ref: str) -> bool | None:
     """True/False when the registry answered, None when it could not be asked."""
-    from envbuild.dockerfile.digests import manifest_digest
     from envbuild.dockerfile.reference import parse
+    from envbuild.registry import manifest_digest
 
     try:
         return manifest_digest(parse(ref), timeout=3) is not None
@@ -65,90 +66,90 @@ def _in_registry(ref: str) -> bool | None:
         return None
 
 
-def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
-    from envbuild.dockerfile.context import write_context
+def check_repository(repository: str) -> None:
+    """A bad repository name fails before any work."""
     from envbuild.dockerfile.reference import parse
-    from envbuild.image import build, engine, push, tag
 
-    start = time.monotonic()
-    progress = progress or build.Progress()
-    repository = options.repository
-    parse(repository)  # a bad repository name fails before any work
+    parse(repository)
     if ":" in repository.rsplit("/", 1)[-1] or "@" in repository:
         raise UserError(f"the repository {repository!r} must not carry a tag or digest",
                         where="--repository", hint="envbuild chooses the tag; add more with --tag")
-    platform = options.platform or resolution.resolved.platform
-    if options.push:  # a refused login fails now, not after a long build
-        from envbuild.image.credentials import check_push_access
 
-        check_push_access(repository)
-    workdir = Path(tempfile.mkdtemp(prefix="envbuild-image-"))
-    try:
-        out = options.keep_context or workdir / "context"
-        context = write_context(out, resolution, lock_dir, platform=platform, mirror=options.mirror,
-                                pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
-                                force=options.force_context)
-        content = tag.content_tag(resolution, context.path, context.base_digest, platform)
-        ref = f"{repository}:{content}"
-        local = engine.light_inspect(ref)
-        result = ImageResult(ref=ref, image_id=local["Id"] if local else None, cached=None,
-                             base_ref=context.base_ref, base_digest=context.base_digest)
-        if local and not (options.push or options.extra_tags or options.verify):
-            # Nothing to build, tag or push: answer without loading the docker SDK.
-            result.cached, result.size_bytes = "local", local.get("Size")
-            result.tags.append(ref)
-            labels = (local.get("Config") or {}).get("Labels") or {}
-            result.base_digest = labels.get("org.opencontainers.image.base.digest") or result.base_digest
-            _say(progress, f"up to date: {ref} already exists locally; nothing to build")
-            result.seconds = time.monotonic() - start
-            return result
-        client = engine.connect()
 
-        if result.image_id:
-            result.cached = "local"
-        elif options.check_registry and _in_registry(ref):
-            result.cached = "registry"
-        if result.cached == "registry" and (options.extra_tags or options.verify):  # both need the image here
-            client.api.pull(repository, content)
-            result.image_id = engine.local_image_id(client, ref)
-        if result.cached:
-            _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
-                           "nothing to build")
-            if options.verify:  # an earlier run may have built it unverified: check it before tagging or pushing
-                result.verification = _verify(result.image_id, resolution, progress)
-        else:
-            _say(progress, f"building {ref} from {context.base_ref}")
-            result.base_digest = pull_base(client, context.base_ref, platform, progress) or result.base_digest
-            result.labels = build_labels(resolution, ref, result.base_digest)
-            result.context_bytes = sum(p.stat().st_size for p in context.path.rglob("*") if p.is_file())
-            image_id = build.build(client, context.path, platform=platform, progress=progress, labels=result.labels)
-            if options.verify:
-                result.verification = _verify(image_id, resolution, progress)
-            result.image_id = image_id
+def build(resolution: Resolution, context: BuildContext, options: ImageOptions, *, platform: str,
+          progress) -> ImageResult:
+    """The image for the context under its content tag: found locally, found in the registry
+    (pulled when it is needed here), or built. No tag is moved yet."""
+    from envbuild.image import build as engine_build, engine, tag
 
-        if result.image_id:  # only a finished (and, when asked, verified) image gets tags
-            for name in (content, *options.extra_tags):
-                client.api.tag(result.image_id, repository, name)
-                result.tags.append(f"{repository}:{name}")
-            result.size_bytes = client.api.inspect_image(result.image_id).get("Size")
-            if not result.cached:
-                _say(progress, f"built {ref} ({result.image_id[:19]}) in {time.monotonic() - start:.1f}s")
-
-        if options.push:
-            names = [content, *options.extra_tags]
-            if result.cached == "registry":  # the content tag is there already
-                from envbuild.dockerfile.digests import manifest_digest
-
-                result.pushed_digest = manifest_digest(parse(ref))
-                names = list(options.extra_tags)
-            for name in names:
-                _say(progress, f"pushing {repository}:{name}")
-                result.pushed_digest = push.push(client, repository, name, progress=progress)
-            _say(progress, f"pushed {repository}@{result.pushed_digest}")
-        result.seconds = time.monotonic() - start
+    content = tag.content_tag(resolution, context.path, context.base_digest, platform)
+    ref = f"{options.repository}:{content}"
+    local = engine.light_inspect(ref)
+    result = ImageResult(ref=ref, image_id=local["Id"] if local else None, cached=None,
+                         base_ref=context.base_ref, base_digest=context.base_digest)
+    if local and not options.needs_image:
+        # Nothing to build, tag or push: answer without loading the docker SDK.
+        result.cached, result.size_bytes, result.done = "local", local.get("Size"), True
+        result.tags.append(ref)
+        labels = (local.get("Config") or {}).get("Labels") or {}
+        result.base_digest = labels.get("org.opencontainers.image.base.digest") or result.base_digest
+        _say(progress, f"up to date: {ref} already exists locally; nothing to build")
         return result
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    client = engine.connect()
+
+    if result.image_id:
+        result.cached = "local"
+    elif options.check_registry and _in_registry(ref):
+        result.cached = "registry"
+    if result.cached == "registry" and (options.extra_tags or options.verify):  # both need the image here
+        client.api.pull(options.repository, content)
+        result.image_id = engine.local_image_id(client, ref)
+    if result.cached:
+        _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
+                       "nothing to build")
+    else:
+        _say(progress, f"building {ref} from {context.base_ref}")
+        result.base_digest = pull_base(client, context.base_ref, platform, progress) or result.base_digest
+        result.labels = build_labels(resolution, ref, result.base_digest)
+        result.context_bytes = sum(p.stat().st_size for p in context.path.rglob("*") if p.is_file())
+        result.image_id = engine_build.build(client, context.path, platform=platform, progress=progress,
+                                             labels=result.labels)
+    return result
+
+
+def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -> None:
+    """Move the content tag and the extra tags onto the image."""
+    from envbuild.image import engine
+
+    if not result.image_id:  # in the registry only, and nothing here needs it
+        return
+    client = engine.connect()
+    repository, content = options.repository, result.ref.rsplit(":", 1)[1]
+    for name in (content, *options.extra_tags):
+        client.api.tag(result.image_id, repository, name)
+        result.tags.append(f"{repository}:{name}")
+    result.size_bytes = client.api.inspect_image(result.image_id).get("Size")
+    if not result.cached:
+        _say(progress, f"built {result.ref} ({result.image_id[:19]}) in {time.monotonic() - start:.1f}s")
+
+
+def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
+    """Push the content tag (unless the registry has it) and the extra tags."""
+    from envbuild.dockerfile.reference import parse
+    from envbuild.image import engine, push as engine_push
+
+    client = engine.connect()
+    repository, content = options.repository, result.ref.rsplit(":", 1)[1]
+    names = [content, *options.extra_tags]
+    if result.cached == "registry":  # the content tag is there already
+        from envbuild.registry import manifest_digest
+
+        result.pushed_digest = manifest_digest(parse(result.ref))
+        names = list(options.extra_tags)
+    for name in names:
+        _say(progress, f"pushing {repository}:{name}")
+        result.pushed_digest = engine_push.push(client, repository, name, progress=progress)
+    _say(progress, f"pushed {repository}@{result.pushed_digest}")
 
 
 def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
@@ -203,18 +204,3 @@ def build_labels(resolution: Resolution, ref: str, base_digest: str | None) -> d
     }
     labels.update(git_provenance(resolution.spec.source))
     return {k: v for k, v in labels.items() if v}
-
-
-def _verify(image_id: str, resolution: Resolution, progress) -> dict:
-    """The verification gate: the image is tagged only if the probe's required checks pass."""
-    from envbuild.verify import run_verify
-    from envbuild.verify.summary import summary_text
-
-    _say(progress, f"verifying {image_id[:19]} before tagging it")
-    report = run_verify(image_id, gpus="all", expect_spec=resolution, client=None, progress=progress)
-    _say(progress, summary_text(report))
-    if not report.ok:
-        raise VerifyFailed(f"the image {image_id[:19]} failed verification; no tag was moved onto it "
-                           "and nothing was pushed",
-                           hint="see the probe's report above; `envbuild verify IMAGE` runs it again")
-    return report.to_json()["summary"]

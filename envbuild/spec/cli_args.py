@@ -8,10 +8,11 @@ replaces the whole GPU list.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 from envbuild.errors import UserError
 from envbuild.model import BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
+from envbuild.spec.validate import GpuCheck
 
 COMMAND_LINE = "command line"
 
@@ -56,18 +57,25 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool 
     )
 
 
-def spec_from_args(args: argparse.Namespace) -> Spec:
+# This machine's driver and the GPUs as a spec names them, for --host. Reading the host and
+# naming its GPUs belong to layers above specs, so the caller hands the reader in
+# (envbuild.commands._spec.host_target).
+HostReader = Callable[[], "tuple[str | None, list[str]]"]
+
+
+def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = None,
+                   host: HostReader | None = None) -> Spec:
     """The spec file (if any) with the flags laid over it, validated."""
     from envbuild.spec.parse import RawSpec, read_spec_file
     from envbuild.spec.validate import validate_raw
 
     path = getattr(args, "spec", None)
     raw = read_spec_file(path) if path else RawSpec(data={}, locations={(): COMMAND_LINE})
-    overlay_args(raw, args)
-    return validate_raw(raw)
+    overlay_args(raw, args, host)
+    return validate_raw(raw, gpu_check)
 
 
-def overlay_args(raw: Any, args: argparse.Namespace) -> None:
+def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = None) -> None:
     """Lay the flags over a `RawSpec` in place; each value remembers the flag it came from."""
     from envbuild.spec.validate import canonical_framework, split_framework
 
@@ -110,7 +118,7 @@ def overlay_args(raw: Any, args: argparse.Namespace) -> None:
             raw.set(path, value, f"--{flag}")
 
     if getattr(args, "host", False):
-        _overlay_host(raw, args)
+        _overlay_host(raw, args, host)
 
     gpus = getattr(args, "gpu", None) or []
     if gpus:
@@ -139,34 +147,12 @@ def _set_gpus(raw: Any, gpus: list[str], flag: str) -> None:
         raw.locations[("target", "gpus", i)] = f"{flag} {gpu!r}"
 
 
-def _overlay_host(raw: Any, args: argparse.Namespace) -> None:
+def _overlay_host(raw: Any, args: argparse.Namespace, host: HostReader | None) -> None:
     """--host: the driver and GPUs of this machine, unless --driver/--gpu name them."""
-    try:
-        from envbuild.hostinfo import detect
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("envbuild"):
-            raise UserError("--host is not available in this build", where="--host", hint="pass --driver and --gpu instead") from None
-        raise
-    host = detect(require_driver=True, check_docker=False)  # no driver: EnvironmentProblem, exit 3
-    driver = getattr(host, "driver", None)
-    gpus = [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
+    if host is None:
+        raise UserError("--host is not available here", where="--host", hint="pass --driver and --gpu instead")
+    driver, gpus = host()
     if driver and getattr(args, "driver", None) is None:
         raw.set(("target", "driver"), str(driver), "--host")
     if gpus and not getattr(args, "gpu", None):
         _set_gpus(raw, gpus, "--host")
-
-
-def _gpu_text(gpu: Any) -> str:
-    """A detected GPU as the spec names it: the name nvidia-smi printed when the GPU matrix
-    knows it (keeps facts such as data-center class), else its compute capability."""
-    if isinstance(gpu, (tuple, list)):  # (name, compute capability or None)
-        name, cc = (list(gpu) + [None, None])[:2]
-    else:
-        name, cc = getattr(gpu, "name", gpu), getattr(gpu, "compute_capability", None)
-    if name:
-        from envbuild import matrix
-        from envbuild.matrix.lookup import find_gpu
-
-        if find_gpu(matrix.load(), str(name)) is not None or not cc:
-            return str(name)
-    return str(cc)

@@ -66,8 +66,14 @@ _CONDA_SPEC = re.compile(
 )
 
 
-def validate_raw(raw: RawSpec) -> Spec:
-    return _Validator(raw).spec()
+# What a spec's GPU names are checked against: name -> (known, hint). The catalog lives in
+# the matrices, a layer above specs, so the caller hands it in (envbuild.matrix.gpu_match.
+# spec_gpu_check); without one, any readable name passes and the resolver judges it.
+GpuCheck = Callable[[str], "tuple[bool, str | None]"]
+
+
+def validate_raw(raw: RawSpec, gpu_check: GpuCheck | None = None) -> Spec:
+    return _Validator(raw, gpu_check).spec()
 
 
 def did_you_mean(word: str, choices: Any) -> str | None:
@@ -111,9 +117,10 @@ def canonical_framework(name: str) -> tuple[str, str | None] | None:
 
 
 class _Validator:
-    def __init__(self, raw: RawSpec):
+    def __init__(self, raw: RawSpec, gpu_check: GpuCheck | None = None):
         self.raw = raw
         self.data = raw.data
+        self.gpu_check = gpu_check
 
     # --- reading values -----------------------------------------------------------------------
     def fail(self, path: tuple, message: str, hint: str | None = None, *, key: bool = False) -> UserError:
@@ -270,7 +277,7 @@ class _Validator:
         )
 
     def resources(self) -> dict[str, Any]:
-        from envbuild.fleet.memory import parse_gib
+        from envbuild.memory_size import parse_gib
 
         count = self.get(("resources", "gpus"))
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
@@ -411,7 +418,7 @@ class _Validator:
             if not 1 <= cc.major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
             return str(cc)
-        found, hint = _find_gpu(name)
+        found, hint = self.gpu_check(name) if self.gpu_check else (False, None)
         if found:
             return name
         ambiguous = hint is not None and hint.startswith("it may be")
@@ -539,26 +546,6 @@ def _same_cuda(a: str, b: str) -> bool:
     a_parts, b_parts = a.split("."), b.split(".")
     n = min(len(a_parts), len(b_parts), 2)
     return [int(p) for p in a_parts[:n]] == [int(p) for p in b_parts[:n]]
-
-
-def _find_gpu(name: str) -> tuple[bool, str | None]:
-    """Whether the GPU matrix knows `name`; if not, a hint: the GPUs an ambiguous name may
-    mean (never a guess among them), or the nearest name it knows."""
-    from envbuild import matrix
-    from envbuild.matrix.lookup import gpu_candidates, gpu_key, gpu_names
-
-    m = matrix.load()
-    rows = gpu_candidates(m, name)
-    if len(rows) == 1:
-        return True, None
-    if rows:
-        either = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
-        return False, f"it may be {either}: name one, or give its compute capability"
-    import difflib  # only on bad input
-
-    names = {gpu_key(n): n for n in gpu_names(m)}
-    close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
-    return False, f"did you mean {names[close[0]]!r}?" if close else None
 
 
 def _check_pip_requirement(text: str, fail: Callable[[str], UserError]) -> None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envbuild.fleet import Target
+if TYPE_CHECKING:  # fleets validate their schedulers through this package: no runtime import back
+    from envbuild.fleet import Target
 
 IMAGE_PROBE = "/opt/envbuild/probe.py"  # every envbuild image carries the probe here
 

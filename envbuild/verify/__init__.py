@@ -1,13 +1,14 @@
 """Verification stage: run the probe inside an image and judge the result.
 
-    from envbuild.verify import run_verify
-    report = run_verify("registry/team/train:abc123", gpus="all", expect_spec="spec.yaml")
+    from envbuild.verify import Expectations, run_verify
+    report = run_verify("registry/team/train:abc123", gpus="all", expect=Expectations(cuda="12.4"))
     report.ok          # every required check passed
     report.exit_code   # 0 when ok, 1 otherwise
     report.to_json()   # the probe's report plus what the runner added
 
-`envbuild verify` and `envbuild image --verify` both call `run_verify`.
+`envbuild verify` and the verify gate of `envbuild image --verify` (envbuild/pipeline.py)
+both call `run_verify`; they derive the Expectations from a resolved spec.
 """
-from envbuild.verify.runner import Report, run_verify
+from envbuild.verify.runner import ExpectedFramework, Expectations, Report, run_verify
 
-__all__ = ["Report", "run_verify"]
+__all__ = ["ExpectedFramework", "Expectations", "Report", "run_verify"]

@@ -1,8 +1,9 @@
 """Run the probe in a container of the image, with the host's GPUs, and collect its report.
 
 The probe file is copied into the container (so the report always has this envbuild's
-format, whatever probe the image carries), the image's labels and the spec's resolution
-are passed as expectations, and the matrices' peak figures and driver floors as facts.
+format, whatever probe the image carries), the image's labels and what the caller expects
+(`Expectations`, derived from a resolved spec) are passed in, and the matrices' peak
+figures and driver floors as facts.
 When Docker cannot give the container a GPU (no NVIDIA runtime or CDI on this host), the
 probe still runs without one: its static checks pass or fail on their merits and its GPU
 checks fail with "no GPU visible", so the verdict is never a silent pass.
@@ -19,6 +20,7 @@ from typing import Any
 
 from envbuild import probe as probe_module
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.probe_report import report_from_output
 
 PROBE_DIR = "/tmp/envbuild-probe"
 # /bin/sh -c replaces the image's entrypoint (NVIDIA's prints a banner on stdout)
@@ -100,13 +102,13 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *, client=None,
+def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None = None, *, client=None,
                timeout: int = 900, perf: bool = True, progress=None) -> Report:
     """Verify IMAGE on this host's GPUs.
 
     gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
-    run without a GPU. expect_spec: a spec file path, a `Spec`, a `Resolution` or an
-    expectations dict (cuda, sms, frameworks); None uses the image's envbuild labels only.
+    run without a GPU. expect: what the image should hold; None uses the image's envbuild
+    labels only.
     Raises EnvironmentProblem when the Docker engine is unreachable, UserError for an
     unknown image; every other problem becomes a failed check in the report.
     """
@@ -114,7 +116,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
     docker_client = client or _docker_client()
     img = _get_image(docker_client, image)
     labels = dict(img.labels or {})
-    payload = {"expect": expectations(expect_spec), "facts": matrix_facts(), "labels": labels}
+    payload = {"expect": expect.to_probe() if expect else {}, "facts": matrix_facts(), "labels": labels}
     runner_checks: list[dict[str, Any]] = []
     request = _device_requests(gpus) if gpus else None
     result = _run_probe(docker_client, image, payload, request, timeout, perf, progress)
@@ -129,7 +131,7 @@ def run_verify(image: str, gpus: str | None = "all", expect_spec: Any = None, *,
         gpus = None
     if result["start_error"]:
         raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
-    report_json = _parse_probe_output(result["stdout"])
+    report_json = report_from_output(result["stdout"])
     if report_json is None:
         tail = (result["stderr"] or result["stdout"] or "").strip()[-500:]
         no_python = "not found" in tail or result["exit"] == 127
@@ -246,18 +248,6 @@ def _run_probe(client, image: str, payload: dict, device_requests, timeout: int,
                 pass
 
 
-def _parse_probe_output(stdout: str) -> dict[str, Any] | None:
-    start = stdout.find("{")
-    while start != -1:
-        try:
-            value = json.loads(stdout[start:])
-            return value if isinstance(value, dict) and "checks" in value else None
-        except json.JSONDecodeError:
-            start = stdout.find("\n{", start + 1)
-            start = start + 1 if start != -1 else -1
-    return None
-
-
 # --- what the probe is told ----------------------------------------------------------------------
 def matrix_facts() -> dict[str, Any]:
     """Peak figures, minor-version driver floors and data-center GPUs from envbuild's matrices."""
@@ -268,33 +258,24 @@ def matrix_facts() -> dict[str, Any]:
     return probe_module.facts_from_matrices(str(MATRICES_DIR), yaml.safe_load)
 
 
-def expectations(expect_spec: Any) -> dict[str, Any]:
-    """Expectations for the probe from a spec path, Spec, Resolution or ready dict."""
-    if expect_spec is None:
-        return {}
-    if isinstance(expect_spec, dict):
-        return expect_spec
-    from envbuild.model import Resolution, Spec
+@dataclass(frozen=True)
+class ExpectedFramework:
+    name: str
+    version: str
+    cuda: str | None = None
 
-    resolution = expect_spec
-    if not isinstance(expect_spec, (Spec, Resolution)):
-        from envbuild.spec import load_spec
 
-        resolution = load_spec(expect_spec)
-    if isinstance(resolution, Spec):
-        from envbuild.resolver import resolve
+@dataclass(frozen=True)
+class Expectations:
+    """What the probe should find in the image: the stack a spec resolved to. Derived from
+    a Resolution by the caller (`envbuild.pipeline.expectations`)."""
 
-        resolution = resolve(resolution)
-    if not resolution.ok or resolution.resolved is None:
-        first = resolution.conflicts[0].message if resolution.conflicts else "no resolution"
-        raise UserError(f"the expected spec does not resolve: {first}", where=str(getattr(expect_spec, "source", expect_spec)),
-                        hint="run `envbuild resolve` on it and apply a fix")
-    stack = resolution.resolved
-    sms = sorted({str(probe_module.sm_of(g.compute_capability)) for g in stack.gpus if probe_module.sm_of(g.compute_capability)},
-                 key=int)
-    return {
-        "cuda": stack.cuda,
-        "sms": sms,
-        "gpus": [g.name for g in stack.gpus],
-        "frameworks": {f.name: {"version": f.version, "cuda": f.cuda} for f in stack.frameworks},
-    }
+    cuda: str | None = None
+    sms: tuple[str, ...] = ()  # compiled architectures the GPUs need, "80", "90"
+    gpus: tuple[str, ...] = ()
+    frameworks: tuple[ExpectedFramework, ...] = ()
+
+    def to_probe(self) -> dict[str, Any]:
+        """The probe's `expect` input (probe.py: cuda, sms, gpus, frameworks{name: {version, cuda}})."""
+        return {"cuda": self.cuda, "sms": list(self.sms), "gpus": list(self.gpus),
+                "frameworks": {f.name: {"version": f.version, "cuda": f.cuda} for f in self.frameworks}}

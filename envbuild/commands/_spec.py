@@ -1,0 +1,46 @@
+"""The spec a command works on, read with what only the layers above specs know: the GPU
+matrix that checks GPU names, and this machine's driver and GPUs for --host."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from envbuild.matrix.gpu_match import spec_gpu_check
+from envbuild.model import Spec
+
+
+def spec_from_args(args: argparse.Namespace) -> Spec:
+    from envbuild.spec.cli_args import spec_from_args as read
+
+    return read(args, gpu_check=spec_gpu_check, host=host_target)
+
+
+def load_spec(path: str | Path) -> Spec:
+    from envbuild.spec import load_spec as read
+
+    return read(path, gpu_check=spec_gpu_check)
+
+
+def host_target() -> tuple[str | None, list[str]]:
+    """This machine's driver and its GPUs as a spec names them (no driver: EnvironmentProblem, exit 3)."""
+    from envbuild.hostinfo import detect
+
+    host = detect(require_driver=True, check_docker=False)
+    return getattr(host, "driver", None), [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
+
+
+def _gpu_text(gpu: Any) -> str:
+    """A detected GPU as the spec names it: the name nvidia-smi printed when the GPU matrix
+    knows it (keeps facts such as data-center class), else its compute capability."""
+    if isinstance(gpu, (tuple, list)):  # (name, compute capability or None)
+        name, cc = (list(gpu) + [None, None])[:2]
+    else:
+        name, cc = getattr(gpu, "name", gpu), getattr(gpu, "compute_capability", None)
+    if name:
+        from envbuild import matrix
+        from envbuild.matrix.lookup import find_gpu
+
+        if find_gpu(matrix.load(), str(name)) is not None or not cc:
+            return str(name)
+    return str(cc)

@@ -1,0 +1,189 @@
+"""The stages from a spec to a pushed image, and the one place that knows their order:
+
+    resolve -> lock -> context -> build -> verify gate -> tag, push
+
+Each stage takes values and returns values. A stage that refuses raises: `Unresolved`
+(the resolver's conflicts), `LockRefused` (the solver's), `VerifyFailed` (the gate),
+`UserError`/`EnvironmentProblem` for bad input and unreachable services; `envbuild/cli.py`
+renders them. Commands run a prefix of the order: `wheelhouse` stops after lock,
+`dockerfile` after context, `image` runs it all.
+
+The stage modules do not call each other: the Dockerfile stage only reads the lock
+folder (the base pin is recorded by this module through `envbuild.lock.base_record`), the
+image stage does not verify, and verification gets its expectations as a value.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envbuild.errors import LockRefused, Unresolved, VerifyFailed
+
+if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
+    from envbuild.dockerfile.context import Base, BuildContext
+    from envbuild.image.make import ImageOptions, ImageResult
+    from envbuild.model import Resolution, Spec
+    from envbuild.verify import Expectations
+
+# --- resolve ------------------------------------------------------------------------------
+
+
+def resolve(spec: Spec) -> Resolution:
+    """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
+    from envbuild.resolver import resolve as run_resolver
+
+    resolution = run_resolver(spec)
+    if not resolution.ok:
+        raise Unresolved(resolution)
+    return resolution
+
+
+# --- lock ---------------------------------------------------------------------------------
+
+
+def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, platform: str | None = None,
+         quiet: bool = False) -> Path:
+    """A lock folder that matches the spec: `lock_dir` as it is when it is current, else a
+    fresh lock written there (or under `scratch` when no folder was named)."""
+    from envbuild.lock import api
+    from envbuild.lock.check import check
+    from envbuild.lock.pip_lock import PipLockFailed
+
+    platforms = (platform,) if platform else None
+    if lock_dir is not None:
+        if lock_dir.is_dir() and not check(spec, resolution, platforms, lock_dir):
+            return lock_dir
+        target = lock_dir
+    else:
+        target = scratch / "lock"
+    if not quiet:
+        print(f"envbuild: locking into {target}", file=sys.stderr)
+    try:
+        api.lock(spec, resolution, platforms, target)
+    except (api.LockConflict, PipLockFailed) as exc:
+        reason = (str(exc).splitlines() or [""])[0]
+        raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
+    return target
+
+
+# --- context ------------------------------------------------------------------------------
+
+
+def base(resolution: Resolution, *, mirror: str | None = None, pin_digests: bool = False) -> Base:
+    """What FROM names: the catalog's base through `mirror`, pinned by the digest its tag
+    has now in the registry when `pin_digests`."""
+    from envbuild.dockerfile.context import Base, catalog_base
+    from envbuild.dockerfile.mirror import apply_mirror
+    from envbuild.dockerfile.reference import parse
+
+    ref = apply_mirror(parse(catalog_base(resolution).ref), mirror)
+    if pin_digests:
+        from envbuild.registry import pin
+
+        ref = pin(ref)
+    return Base(str(ref), ref.digest)
+
+
+def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
+            mirror: str | None = None, pin_digests: bool = False, wheelhouse: Path | None = None,
+            force: bool = False) -> BuildContext:
+    """The build context in `out`. A pinned base is
+    recorded in the lock folder first, so the lock names the exact base it was built on."""
+    from envbuild.dockerfile.context import write_context
+    from envbuild.lock import base_record
+
+    chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
+    if chosen.digest:
+        base_record.write(lock_dir, resolution.resolved.base_image.ref, chosen.ref.split("@")[0], chosen.digest)
+    return write_context(out, resolution, lock_dir, platform=platform, base=chosen, wheelhouse=wheelhouse,
+                         force=force)
+
+
+def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
+              pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
+    """The reference `envbuild image` gives this locked stack's image, without building it:
+    repository:content-tag, by digest too when the registry has that tag (a job that runs
+    it then pulls exactly that image)."""
+    from envbuild.dockerfile.reference import parse
+    from envbuild.errors import UserError
+    from envbuild.image import tag
+    from envbuild.registry import manifest_digest
+
+    platform = resolution.resolved.platform
+    with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
+        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
+                        pin_digests=pin_digests, wheelhouse=wheelhouse)
+        ref = f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+    try:
+        digest = manifest_digest(parse(ref), timeout=5)
+    except UserError:  # registry unreachable: the tag alone still names the image
+        digest = None
+    return f"{ref}@{digest}" if digest else ref
+
+
+# --- verify gate --------------------------------------------------------------------------
+
+
+def expectations(resolution: Resolution) -> Expectations:
+    """What the probe should find in an image of this resolved spec."""
+    from envbuild.probe import sm_of
+    from envbuild.verify import ExpectedFramework, Expectations
+
+    stack = resolution.resolved
+    sms = sorted({str(sm_of(g.compute_capability)) for g in stack.gpus if sm_of(g.compute_capability)}, key=int)
+    return Expectations(cuda=stack.cuda, sms=tuple(sms), gpus=tuple(g.name for g in stack.gpus),
+                        frameworks=tuple(ExpectedFramework(f.name, f.version, f.cuda) for f in stack.frameworks))
+
+
+def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
+    """Run the probe on the image; VerifyFailed unless its required checks pass. Returns
+    the report's summary."""
+    from envbuild.verify import run_verify
+    from envbuild.verify.summary import summary_text
+
+    progress.line(f"verifying {image_id[:19]} before tagging it")
+    report = run_verify(image_id, gpus="all", expect=expect, client=None, progress=progress)
+    progress.line(summary_text(report))
+    if not report.ok:
+        raise VerifyFailed(f"the image {image_id[:19]} failed verification; no tag was moved onto it "
+                           "and nothing was pushed",
+                           hint="see the probe's report above; `envbuild verify IMAGE` runs it again")
+    return report.to_json()["summary"]
+
+
+# --- the image: context -> build -> verify gate -> tag, push -------------------------------
+
+
+def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
+    """The image for a resolved, locked spec: built or found by its content tag, verified
+    when asked, then tagged and pushed."""
+    from envbuild.image import build as engine_build, make
+
+    start = time.monotonic()
+    progress = progress or engine_build.Progress()
+    make.check_repository(options.repository)
+    platform = options.platform or resolution.resolved.platform
+    if options.push:  # a refused login fails now, not after a long build
+        from envbuild.image.credentials import check_push_access
+
+        check_push_access(options.repository)
+    workdir = Path(tempfile.mkdtemp(prefix="envbuild-image-"))
+    try:
+        built = context(options.keep_context or workdir / "context", resolution, lock_dir, platform=platform,
+                        mirror=options.mirror, pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
+                        force=options.force_context)
+        result = make.build(resolution, built, options, platform=platform, progress=progress)
+        if not result.done:
+            if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
+                result.verification = verify_gate(result.image_id, expectations(resolution), progress)
+            make.tag(result, options, progress=progress, start=start)
+            if options.push:
+                make.push(result, options, progress=progress)
+        result.seconds = time.monotonic() - start
+        return result
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
