@@ -35,6 +35,7 @@ class Analysis:
     problems: list[Problem] = field(default_factory=list)  # hard
     warnings: list[Problem] = field(default_factory=list)
     stack: ResolvedStack | None = None
+    version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
 
 
 def resolve(spec: Spec, matrices=None) -> Resolution:

@@ -29,6 +29,29 @@ class Problem:
     hints: dict = field(default_factory=dict, compare=False)  # for fixes: e.g. {"driver": "525.60.13"}
 
 
+class _Deferred(Problem):
+    """A `Problem` whose sentence is written when it is first read. A fleet's joint request
+    judges every build on each of its GPUs (thousands of problems), and only the nearest
+    build's are reported."""
+
+    def __init__(self, kind: str, write, facts: tuple[Fact, ...] = (), soft: bool = False,
+                 framework: str | None = None, hints: dict | None = None):
+        set_ = object.__setattr__
+        set_(self, "kind", kind)
+        set_(self, "facts", facts)
+        set_(self, "soft", soft)
+        set_(self, "framework", framework)
+        set_(self, "hints", {} if hints is None else hints)
+        set_(self, "_write", write)
+
+    def __getattr__(self, name: str):
+        if name != "message":
+            raise AttributeError(name)
+        text = self._write()
+        object.__setattr__(self, "message", text)
+        return text
+
+
 def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """`check_build`, memoised on the request values the checks read."""
     return list(_cached(b, req, ix, cuda_pin))
@@ -231,17 +254,21 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
 def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     out: list[Problem] = []
     hard = False
-    runs = ix.toolkit_runs(b.cuda)
+    toolkit, build = _answers(b, ix)
     for g in req.known_gpus:  # an unknown model has its own unknown_fact warning
-        if not runs.get(g.cc, False):
-            found = _toolkit_knows(b, g, ix)
-            out += found
-            hard = hard or any(not p.soft for p in found)
+        found = toolkit.get(g.label)
+        if found is None:
+            found = toolkit[g.label] = _toolkit_knows(b, g, ix)
+        if found[0]:
+            out += found[0]
+            hard = hard or found[1]
         if hard:
             continue
-        found = _build_knows(b, g, ix)
-        out += found
-        hard = any(not p.soft for p in found)
+        found = build.get(g.label)
+        if found is None:
+            found = build[g.label] = _build_knows(b, g, ix)
+        out += found[0]
+        hard = found[1]
     if b.min_cc is None and req.known_gpus and not hard:
         # the row states no lowest GPU: the family's rule for the era decides (JAX dropped Kepler in 0.4.4)
         out += families.era_problems(ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True)
@@ -249,30 +276,43 @@ def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
 
 
 # The answers for one build on one GPU depend on nothing else, and a fleet asks them for
-# every build on each of its GPUs in every resolve: they are memoised per (build, GPU).
-def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    if ix.toolkit_runs_on(b.cuda, g.cc):
-        return []
-    key = ("toolkit", id(b), g.label)
+# every build on each of its GPUs in every resolve: they are memoised per (build, GPU),
+# each as (problems, whether one is hard), in two dictionaries per build keyed by the
+# GPU's label (one lookup per GPU in the loop above).
+def _answers(b: Build, ix: Index) -> tuple[dict, dict]:
+    key = ("gpu answers", id(b))
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = _toolkit_problems(b, g, ix)
+        found = ix.memo[key] = ({}, {})
     return found
 
 
-def _build_knows(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    key = ("build", id(b), g.label)
-    found = ix.memo.get(key)
-    if found is None:
-        found = _build_archs(b, g, ix)
-        if b.min_cc is not None and g.cc < b.min_cc:
-            found.append(Problem("gpu_arch_unsupported",
-                                 f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
-                                 f"your {g.label} is older, so the GPU must move",
-                                 (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
-                                 framework=b.framework))
-        ix.memo[key] = found
-    return found
+def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
+    # whether CUDA b.cuda's code runs on the GPU is the same for every build of that CUDA
+    runs = ix.memo.get(("toolkit runs", b.cuda))
+    if runs is None:
+        runs = ix.memo[("toolkit runs", b.cuda)] = {}
+    ok = runs.get(g.label)
+    if ok is None:
+        ok = runs[g.label] = ix.toolkit_runs_on(b.cuda, g.cc)
+    if ok:
+        return _NONE
+    found = _toolkit_problems(b, g, ix)
+    return found, any(not p.soft for p in found)
+
+
+_NONE: tuple[list[Problem], bool] = ([], False)  # read only
+
+
+def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
+    found = _build_archs(b, g, ix)
+    if b.min_cc is not None and g.cc < b.min_cc:
+        found.append(_Deferred("gpu_arch_unsupported",
+                               lambda: f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
+                                       f"your {g.label} is older, so the GPU must move",
+                               (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
+                               framework=b.framework))
+    return found, any(not p.soft for p in found)
 
 
 def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
@@ -280,23 +320,29 @@ def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     if found is None:
         return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
-    why, facts = _toolkit_why(b, g, ix)
-    return [Problem("gpu_arch_unsupported",
-                    f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; {why}, "
-                    f"so the CUDA variant (or the {b.framework} version) must move",
-                    facts, framework=b.framework, hints={"sm": g.sm})]
+    return [_Deferred("gpu_arch_unsupported",
+                      lambda: f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; "
+                              f"{_toolkit_why(b, g, ix)}, so the CUDA variant (or the {b.framework} version) must move",
+                      _toolkit_facts(b.cuda, ix), framework=b.framework, hints={"sm": g.sm})]
 
 
-def _toolkit_why(b: Build, g: Gpu, ix: Index) -> tuple[str, tuple[Fact, ...]]:
-    """Why the CUDA `b.cuda` toolkit cannot serve GPU `g`, and the fact behind it (the same
-    for every build of that CUDA)."""
+def _toolkit_facts(cuda: str, ix: Index) -> tuple[Fact, ...]:
+    """The fact behind every "CUDA `cuda` cannot generate code for" problem."""
+    key = ("toolkit_facts", cuda)
+    found = ix.memo.get(key)
+    if found is None:
+        sms, row = ix.toolkit_sms(cuda)
+        found = ix.memo[key] = (fact(f"CUDA {cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
+    return found
+
+
+def _toolkit_why(b: Build, g: Gpu, ix: Index) -> str:
+    """Why the CUDA `b.cuda` toolkit cannot serve GPU `g` (the same for every build of that CUDA)."""
     key = ("toolkit_why", b.cuda, g.label)
     found = ix.memo.get(key)
     if found is not None:
         return found
-    sms, row = ix.toolkit_sms(b.cuda)
     first, last, compat = ix.sm_span(g.cc)
-    facts = (fact(f"CUDA {b.cuda} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),)
     # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
     # same major (an sm_80 binary runs on sm_86), which is why a fix may name CUDA < `first`.
     if first is not None and first > b.cuda_v:
@@ -308,7 +354,7 @@ def _toolkit_why(b: Build, g: Gpu, ix: Index) -> tuple[str, tuple[Fact, ...]]:
         why = f"CUDA {last} was the last toolkit for {g.label}"
     else:
         why = f"no CUDA toolkit in the matrix compiles for {g.label}"
-    found = ix.memo[key] = (why, facts)
+    found = ix.memo[key] = why
     return found
 
 
@@ -323,12 +369,12 @@ def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
         return []
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
     if any(p // 10 < g.cc.major or (p // 10 == g.cc.major and p % 10 <= g.cc.minor) for p in ptx):
-        return [Problem("ptx_jit",
-                        f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile its PTX at "
-                        f"start-up (slow first run)", facts, soft=True, framework=b.framework)]
-    return [Problem("gpu_arch_unsupported",
-                    f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
-                    f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
+        return [_Deferred("ptx_jit",
+                          lambda: f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile "
+                                  f"its PTX at start-up (slow first run)", facts, soft=True, framework=b.framework)]
+    return [_Deferred("gpu_arch_unsupported",
+                      lambda: f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
+                              f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
 
 
 def _compiled(b: Build, ix: Index) -> tuple[set[int], set[int]]:

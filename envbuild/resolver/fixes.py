@@ -172,6 +172,15 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     """Move the framework version to the nearest one that passes its own checks (newer
     releases first): first keeping every other pin, then also letting go of the CUDA pin,
     then of the installer."""
+    # The moves do not depend on the conflict, and one framework may have dozens of
+    # conflicts (a fleet's joint request, one per GPU): they are searched once per analysis.
+    found = a.version_moves.get(outcome.name)
+    if found is None or found[0] is not spec or found[1] is not nearest:
+        found = a.version_moves[outcome.name] = (spec, nearest, list(_search_versions(spec, a, outcome, nearest)))
+    yield from found[2]
+
+
+def _search_versions(spec: Spec, a, outcome, nearest):
     ix = a.ix
     current = nearest.v if nearest is not None else None
     versions = ix.versions.get(outcome.name, [])

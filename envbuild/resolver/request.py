@@ -62,8 +62,11 @@ class Request:
     @functools.cached_property
     def checks_key(self) -> _Key:
         """What the checks of one build read from the request, as one dictionary key whose
-        hash is computed once (a fleet's joint request has a hundred GPUs)."""
-        return _Key((self.host_key, tuple(g.resolved for g in self.gpus)))
+        hash is computed once (a fleet's joint request has a hundred GPUs). The GPUs enter as
+        plain tuples: the requests of a fix search hold equal GPUs in new objects, and tuples
+        of strings compare without calling Python code."""
+        return _Key((self.host_key, tuple((g.resolved.name, g.resolved.compute_capability, g.resolved.datacenter)
+                                          for g in self.gpus)))
 
     @functools.cached_property
     def host_key(self) -> _Key:
