@@ -200,7 +200,8 @@ class _Builder:
                         if name in written:
                             raise UserError(f"duplicate key {name!r}", where=self.at(key_node), hint="keep one of them")
                         written.add(name)
-                    self.raw._forget(path + (name,))  # an overridden merged value leaves no positions behind
+                    if name in value:  # an overridden merged value leaves no positions behind
+                        self.raw._forget(path + (name,))  # (only then: scanning for every key is quadratic)
                     self.raw.key_locations[path + (name,)] = self.at(key_node)
                     value[name] = self.build(value_node, path + (name,))
             elif isinstance(node, yaml.SequenceNode):
