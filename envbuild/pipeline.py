@@ -91,13 +91,15 @@ def base(resolution: Resolution, *, mirror: str | None = None, pin_digests: bool
 def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
             mirror: str | None = None, pin_digests: bool = False, wheelhouse: Path | None = None,
             force: bool = False) -> BuildContext:
-    """The build context in `out`. A pinned base is
-    recorded in the lock folder first, so the lock names the exact base it was built on."""
-    from envbuild.dockerfile.context import write_context
+    """The build context in `out`. A pinned base is recorded in the lock folder first (once
+    `out` is known to be writable), so the lock, and the image's copy of it, name the exact
+    base it was built on."""
+    from envbuild.dockerfile.context import check_output, write_context
     from envbuild.lock import base_record
 
     chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
     if chosen.digest:
+        check_output(out, resolution, lock_dir, force=force)  # a refused folder leaves the lock as it was
         base_record.write(lock_dir, resolution.resolved.base_image.ref, chosen.ref.split("@")[0], chosen.digest)
     return write_context(out, resolution, lock_dir, platform=platform, base=chosen, wheelhouse=wheelhouse,
                          force=force)

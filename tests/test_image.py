@@ -165,6 +165,14 @@ def test_pin_digests_through_basic_auth(docker_client, auth_registry, registry, 
         assert "error" not in line, line
     lock_dir = tmp_path / "lock"  # pinning writes into the lock folder: keep the shared one clean
     shutil.copytree(conda_lock, lock_dir)
+    foreign = tmp_path / "notes"  # a folder of the user's: refused before the pin touches the lock
+    foreign.mkdir()
+    (foreign / "todo.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in lock_dir.iterdir()}
+    with pytest.raises(UserError):
+        pipeline.context(foreign, resolution, lock_dir, mirror=host, pin_digests=True)
+    assert {p.name: p.read_bytes() for p in lock_dir.iterdir()} == before
+    assert [p.name for p in foreign.iterdir()] == ["todo.txt"]
     context = pipeline.context(tmp_path / "ctx", resolution, lock_dir, mirror=host, pin_digests=True)
     digest = manifest_digest(parse(mirrored))
     assert context.base_ref == f"{mirrored}@{digest}"

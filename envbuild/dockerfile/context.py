@@ -167,6 +167,12 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     (ctx / "plan.json").write_text(strip_text(json.dumps(plan, indent=2)) + "\n", encoding="utf-8")
 
 
+def check_output(out: Path, resolution: Resolution, lock_dir: Path, *, force: bool = False) -> None:
+    """Refuse `out` before anything is written for it: a folder with files envbuild does not
+    own (without `force`), `/`, or one that holds the lock folder."""
+    outputs.guard(out, OWNED, force=force, spec_source=resolution.spec.source, lock_dir=lock_dir)
+
+
 def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
                   base: Base | None = None, wheelhouse: Path | None = None, force: bool = False) -> BuildContext:
     """Write the context into `out`, replacing only envbuild's own entries there (a folder
@@ -176,7 +182,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     if not resolution.ok or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
                         hint="run `envbuild resolve` to see the conflicts and their fixes")
-    outputs.guard(out, OWNED, force=force, spec_source=resolution.spec.source, lock_dir=lock_dir)
+    check_output(out, resolution, lock_dir, force=force)
     platform = platform or stack.platform
     lock = lockfiles.read_lock_dir(lock_dir, platform)
     if wheelhouse is not None and not wheelhouse.is_dir():
