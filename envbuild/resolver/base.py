@@ -31,8 +31,9 @@ from envbuild.model import BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem
-from envbuild.resolver.context import Index, fact, mm
+from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Request
+from envbuild.values import major_minor
 from envbuild.versions import parse_version
 
 _FAMILY_NAMES = {"cuda": "nvidia/cuda"}
@@ -66,7 +67,7 @@ def _same_cuda(img_cuda: Version, cuda: str) -> bool:
     """An image tagged with only a major ("13", RAPIDS) fits every minor of it."""
     if len(img_cuda.release) == 1:
         return img_cuda.release[0] == parse_version(cuda).release[0]
-    return mm(img_cuda) == mm(parse_version(cuda))
+    return major_minor(img_cuda) == major_minor(parse_version(cuda))
 
 
 def _serves(img_cuda: Version, b: Build) -> bool:
@@ -74,7 +75,7 @@ def _serves(img_cuda: Version, b: Build) -> bool:
     if b.bundles_runtime:
         return img_cuda.release[0] == b.cuda_major
     if b.cuda_major < 11:
-        return mm(img_cuda) == b.cuda
+        return major_minor(img_cuda) == b.cuda
     return img_cuda.release[0] == b.cuda_major
 
 
@@ -144,7 +145,7 @@ def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, ski
     listed = ", ".join(f"{name}: {img.python}" for name, img in have.items())
     wanted = f"Python {req.python}" if req.python else "a Python the frameworks support"
     where = f" with CUDA {cuda}" if cuda else ""
-    offered = {mm(parse_version(img.python)) for img in skipped if img.python}
+    offered = {major_minor(parse_version(img.python)) for img in skipped if img.python}
     every = sorted(offered, key=parse_version, reverse=True)
     supported = _pythons_allowed(dataclasses.replace(req, python=None), builds)
     if supported is not None:
@@ -208,27 +209,27 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
             continue
         if img.flavour == "base" and builds:
             continue  # only cudart: frameworks need cuBLAS/cuFFT/cuDNN
-        if native and parse_version(mm(img_cuda)) > parse_version(native):
+        if native and parse_version(major_minor(img_cuda)) > parse_version(native):
             continue  # the container toolkit would refuse it on this driver
         if carrier is not None:
             if (img.framework or "").lower() != carrier.framework or not _same_version(img.framework_version, carrier.version) \
                     or not _same_cuda(img_cuda, carrier.cuda):
                 continue
-            if img.python and mm(parse_version(img.python)) != python and (
+            if img.python and major_minor(parse_version(img.python)) != python and (
                     req.python or carrier.pythons_on(req.platform) is None
-                    or mm(parse_version(img.python)) not in carrier.pythons_on(req.platform)):
+                    or major_minor(parse_version(img.python)) not in carrier.pythons_on(req.platform)):
                 continue  # the image's Python is the environment's: it must be one the build supports
         elif img.framework:
             continue
         if not all(_serves(img_cuda, b) for b in builds):
             continue
-        if cuda and not builds and mm(img_cuda) != mm(parse_version(cuda)):
+        if cuda and not builds and major_minor(img_cuda) != major_minor(parse_version(cuda)):
             continue
         if not installer_runs_on(ix.m, installer, img.python):
             floor_skipped.append(img)  # the build could not run the installer on its python3
             continue
         if carrier is None and binds_python(img, installer) and img.python and allowed is not None \
-                and mm(parse_version(img.python)) not in allowed:
+                and major_minor(parse_version(img.python)) not in allowed:
             python_skipped.append(img)  # the venv would run another Python than the lock's
             continue
         exact = cuda is not None and _same_cuda(img_cuda, cuda)
@@ -301,17 +302,17 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
                     f"{b.label} needs CUDA {b.cuda if not b.bundles_runtime and b.cuda_major < 11 else str(b.cuda_major) + '.x'} "
                     f"libraries, but the base image {img.ref} carries CUDA {img.cuda}, so the base image or the "
                     f"{b.framework} build must move", facts, framework=b.framework))
-        if not builds and cuda and mm(img_cuda) != mm(parse_version(cuda)):
+        if not builds and cuda and major_minor(img_cuda) != major_minor(parse_version(cuda)):
             problems.append(Problem("base_image_cuda_mismatch",
                                     f"the base image {img.ref} carries CUDA {img.cuda}; you asked for CUDA {cuda}, so "
                                     f"one of them must move", facts))
         if req.driver:
             have = ix.driver_cuda(req.driver, req.platform)
-            if have.native_cuda and parse_version(mm(img_cuda)) > parse_version(have.native_cuda):
-                need = ix.native_need(mm(img_cuda))
+            if have.native_cuda and parse_version(major_minor(img_cuda)) > parse_version(have.native_cuda):
+                need = ix.native_need(major_minor(img_cuda))
                 problems.append(Problem(
                     "driver_too_old",
-                    f"the base image {img.ref} declares CUDA {mm(img_cuda)}, which the NVIDIA container toolkit "
+                    f"the base image {img.ref} declares CUDA {major_minor(img_cuda)}, which the NVIDIA container toolkit "
                     f"checks against the host driver; driver {req.driver} supports CUDA up to {have.native_cuda}, so "
                     f"upgrade the driver{f' to >= {need}' if need else ''} or use an image with CUDA <= {have.native_cuda}",
                     facts + (fact(have.rule, None),), hints={"driver": need}))
@@ -320,7 +321,7 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
                                 f"the base image {img.ref} is a -base flavour with only the CUDA runtime; "
                                 f"{', '.join(b.framework for b in builds)} need the CUDA libraries of a runtime image, "
                                 f"so the base image must move", facts))
-    devel_why = needs_devel(req, builds, mm(img_cuda) if img_cuda else cuda)
+    devel_why = needs_devel(req, builds, major_minor(img_cuda) if img_cuda else cuda)
     if devel_why and img.flavour in ("base", "runtime"):
         problems.append(Problem("base_image_cuda_mismatch", f"{devel_why}; {img.ref} is {img.flavour}, so the base "
                                 f"image must move to a devel flavour", facts))
@@ -343,7 +344,7 @@ def _explicit_python(req: Request, ix: Index, img: t.BaseImage, builds: list[Bui
                      facts: tuple) -> list[Problem]:
     if not img.python or not binds_python(img, installer):
         return []
-    have = mm(parse_version(img.python))
+    have = major_minor(parse_version(img.python))
     allowed = _pythons_allowed(req, builds)
     if allowed is None or have in allowed:
         return []

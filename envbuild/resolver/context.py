@@ -16,7 +16,6 @@ from envbuild.resolver.artefacts import WheelTable
 from envbuild.values import DriverVersion, major_minor
 from envbuild.versions import parse_version
 
-mm = major_minor  # the short name the resolver's modules use
 
 
 def fact(text: str, row: t.Row | None) -> Fact:
