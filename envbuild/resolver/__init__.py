@@ -236,7 +236,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
     for o in a.outcomes:
         b = choice.builds.get(o.name)
         if b is not None:
-            a.warnings += o.soft.get(id(b), [])
+            a.warnings += o.warnings(b, req, ix)
     python = choice.python or req.python or DEFAULT_PYTHON
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)

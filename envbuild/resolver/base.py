@@ -190,6 +190,20 @@ def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None
 
 def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
+    """The base image for `builds`, or the problems that leave none. Memoised on what it
+    reads: the targets of a fleet mostly end on the same builds."""
+    spec = req.spec
+    key = ("base image", req.platform, spec.base_image, spec.base, spec.conda_packages, spec.pip_packages,
+           req.python, req.driver, tuple(builds), cuda, python, installer)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _choose(req, ix, builds, cuda, python, installer)
+    image, problems = found
+    return image, list(problems)
+
+
+def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
+            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
         return None, []
     if req.spec.base_image:

@@ -29,11 +29,15 @@ class Outcome:
     constraint: Constraint
     pin: CudaPin | None
     viable: list[Build] = field(default_factory=list)
-    soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> warnings
+    extra_soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> the extra check's warnings
     problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
     nearest: Build | None = None
     unknown: Problem | None = None  # the matrix has no row for the requested version
     stand_in: Problem | None = None  # the rows of another release of the series judged it (a warning)
+
+    def warnings(self, b: Build, req: Request, ix: Index) -> list[Problem]:
+        """The warnings of viable build `b`, written when asked (only the chosen build's are read)."""
+        return checks.check_build_cached(b, req, ix, self.pin) + self.extra_soft.get(id(b), [])
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
@@ -68,23 +72,33 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         candidates = on_platform
     strict = req.spec.strict
     scored = []
+    judged = checks.summaries(req, ix, pin)
     for rank, b in enumerate(candidates):
-        found = checks.check_build_cached(b, req, ix, pin)
-        if extra_check is not None:
-            found += extra_check(b)
-        hard = [p for p in found if not p.soft or (strict and p.kind == "unknown_fact")]
+        # the kinds of the problems decide; only the nearest build's are written below
+        hard, soft, off_pin = judged[b]
+        if strict and "unknown_fact" in soft:
+            hard = hard | {"unknown_fact"}
+        extra = extra_check(b) if extra_check is not None else []
+        if extra:
+            hard = hard.union(p.kind for p in extra if _is_hard(p, strict))
+            off_pin = off_pin or any(p.kind == "framework_cuda_mismatch" and not p.message
+                                     for p in extra if _is_hard(p, strict))
         if hard:
             # A build of the variant the user pinned explains a conflict better than one of another variant.
-            off_pin = any(p.kind == "framework_cuda_mismatch" and not p.message for p in hard)
-            scored.append((off_pin, len({p.kind for p in hard}), rank, b, hard))
+            scored.append((off_pin, len(hard), rank, b, extra))
         else:
             out.viable.append(b)
-            out.soft[id(b)] = found
+            out.extra_soft[id(b)] = extra
     if not out.viable:
-        *_key, nearest, hard = min(scored, key=lambda s: s[:3])
+        *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
-        out.problems = [_word_variant(p, nearest, candidates, pin) for p in hard]
+        found = checks.check_build_cached(nearest, req, ix, pin) + extra
+        out.problems = [_word_variant(p, nearest, candidates, pin) for p in found if _is_hard(p, strict)]
     return out
+
+
+def _is_hard(p: Problem, strict: bool) -> bool:
+    return not p.soft or (strict and p.kind == "unknown_fact")
 
 
 def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None):
