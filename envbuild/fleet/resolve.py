@@ -82,10 +82,11 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
         row = find_gpu(m, gpu)
         return (row.compute_capability, row.datacenter) if row else (gpu, None)
 
-    def cached(s: Spec) -> Resolution:
+    def cached(s: Spec, rest: Spec) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
-        # in the GPU's name (L4 and L40S are both 8.9) get the same answer
-        key = (s.with_changes({"gpus": [], "driver": None}).hash(), s.driver, tuple(gpu_class(g) for g in s.gpus))
+        # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is `s`
+        # without its GPUs and driver, the same for every target of a platform.
+        key = (rest, s.driver, tuple(gpu_class(g) for g in s.gpus))
         if key not in memo:
             memo[key] = resolve(s, m)
         return memo[key]
@@ -93,11 +94,13 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     joints, results = [], []
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
-        joint = cached(_joint_spec(spec, group))
+        joint_spec = _joint_spec(spec, group)
+        joint = cached(joint_spec, _without_target(joint_spec))
         joints.append(joint)
         pinned = _pin(spec, joint) if joint.ok else spec
+        rest = _without_target(_target_spec(pinned, group[0]))
         for t in group:
-            res = cached(_target_spec(pinned, t))
+            res = cached(_target_spec(pinned, t), rest)
             r = TargetResult(t, res, list(res.conflicts), list(res.warnings))
             if not joint.ok and res.ok:
                 r.alone_choice = _choice(res)
@@ -123,6 +126,13 @@ def _joint_spec(spec: Spec, group: list[Target]) -> Spec:
 
 def _target_spec(spec: Spec, t: Target) -> Spec:
     return spec.with_changes({"gpus": [t.gpu], "driver": t.driver, "platform": t.platform})
+
+
+def _without_target(s: Spec) -> Spec:
+    """`s` without its GPUs and driver: what the targets of a platform share. A Spec is a
+    frozen dataclass, so it is its own memo key (hashing its JSON for each of 100 targets
+    took about 6 ms, and loads OpenSSL)."""
+    return s.with_changes({"gpus": [], "driver": None})
 
 
 def _pin(spec: Spec, joint: Resolution) -> Spec:

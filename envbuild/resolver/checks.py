@@ -390,16 +390,13 @@ class _FirstOfEachCc:
 
 
 def _cc_kinds(b: Build, g: Gpu, ix: Index) -> tuple[tuple[frozenset, frozenset], tuple[frozenset, frozenset]]:
-    """((hard, soft) kinds of the toolkit's answer, those of the build's) for GPU `g`."""
-    toolkit, build = _answers(b, ix)
-    found = toolkit.get(g.label)
+    """((hard, soft) kinds of the toolkit's answer, those of the build's) for GPU `g`: taken
+    from the problems the answers write, once per combination of the verdicts they follow."""
+    key = ("verdict kinds", _toolkit_verdict(b.cuda, g.cc, ix), _archs_verdict(b, g.cc, ix), _below_min_cc(b, g.cc))
+    found = ix.memo.get(key)
     if found is None:
-        found = toolkit[g.label] = _toolkit_knows(b, g, ix)
-    toolkit_problems = found[0]
-    found = build.get(g.label)
-    if found is None:
-        found = build[g.label] = _build_knows(b, g, ix)
-    return _split_kinds(toolkit_problems), _split_kinds(found[0])
+        found = ix.memo[key] = (_split_kinds(_toolkit_knows(b, g, ix)[0]), _split_kinds(_build_knows(b, g, ix)[0]))
+    return found
 
 
 def _split_kinds(problems: list[Problem]) -> tuple[frozenset[str], frozenset[str]]:
@@ -419,17 +416,20 @@ def _answers(b: Build, ix: Index) -> tuple[dict, dict]:
 
 
 def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
-    # whether CUDA b.cuda's code runs on the GPU is the same for every build of that CUDA
-    runs = ix.memo.get(("toolkit runs", b.cuda))
-    if runs is None:
-        runs = ix.memo[("toolkit runs", b.cuda)] = {}
-    ok = runs.get(g.label)
-    if ok is None:
-        ok = runs[g.label] = ix.toolkit_runs_on(b.cuda, g.cc)
-    if ok:
+    verdict = _toolkit_verdict(b.cuda, g.cc, ix)
+    if verdict is None:
         return _NONE
-    found = _toolkit_problems(b, g, ix)
+    found = _toolkit_problems(b, g, ix, verdict)
     return found, any(not p.soft for p in found)
+
+
+def _toolkit_verdict(cuda: str, cc, ix: Index) -> str | None:
+    """None when code of the CUDA `cuda` toolkit runs on a GPU of compute capability `cc`
+    (the same for every build of that CUDA); else "unlisted" (the matrix has no
+    architecture list for that CUDA) or "cannot"."""
+    if ix.toolkit_runs_on(cuda, cc):
+        return None
+    return "unlisted" if ix.toolkit_sms(cuda) is None else "cannot"
 
 
 _NONE: tuple[list[Problem], bool] = ([], False)  # read only
@@ -437,7 +437,7 @@ _NONE: tuple[list[Problem], bool] = ([], False)  # read only
 
 def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
     found = _build_archs(b, g, ix)
-    if b.min_cc is not None and g.cc < b.min_cc:
+    if _below_min_cc(b, g.cc):
         found.append(_Deferred("gpu_arch_unsupported",
                                lambda: f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
                                        f"your {g.label} is older, so the GPU must move",
@@ -446,9 +446,12 @@ def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
     return found, any(not p.soft for p in found)
 
 
-def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    found = ix.toolkit_sms(b.cuda)
-    if found is None:
+def _below_min_cc(b: Build, cc) -> bool:
+    return b.min_cc is not None and cc < b.min_cc
+
+
+def _toolkit_problems(b: Build, g: Gpu, ix: Index, verdict: str) -> list[Problem]:
+    if verdict == "unlisted":
         return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
     return [_Deferred("gpu_arch_unsupported",
@@ -490,22 +493,34 @@ def _toolkit_why(b: Build, g: Gpu, ix: Index) -> str:
 
 
 def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    if b.archs is None:
-        if frameworks.get(b.framework).lists_archs:
-            return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
-                            framework=b.framework)]
+    verdict = _archs_verdict(b, g.cc, ix)
+    if verdict is None:
         return []
-    sass, ptx = _compiled(b, ix)
-    if runs_on(sass, g.cc):
-        return []
+    if verdict == "unlisted":
+        return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
+                        framework=b.framework)]
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
-    if any(p // 10 < g.cc.major or (p // 10 == g.cc.major and p % 10 <= g.cc.minor) for p in ptx):
+    if verdict == "ptx":
         return [_Deferred("ptx_jit",
                           lambda: f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile "
                                   f"its PTX at start-up (slow first run)", facts, soft=True, framework=b.framework)]
     return [_Deferred("gpu_arch_unsupported",
                       lambda: f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
                               f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
+    """None when build `b`'s compiled code runs on a GPU of compute capability `cc` (or the
+    framework's rows need not list architectures); else "unlisted" (its row lists none),
+    "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
+    if b.archs is None:
+        return "unlisted" if frameworks.get(b.framework).lists_archs else None
+    sass, ptx = _compiled(b, ix)
+    if runs_on(sass, cc):
+        return None
+    if any(p // 10 < cc.major or (p // 10 == cc.major and p % 10 <= cc.minor) for p in ptx):
+        return "ptx"
+    return "cannot"
 
 
 def _compiled(b: Build, ix: Index) -> tuple[set[int], set[int]]:
