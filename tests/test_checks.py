@@ -33,11 +33,15 @@ def _summary_of(problems: list[checks.Problem]) -> tuple[frozenset[str], frozens
 @pytest.mark.parametrize("name", frameworks.names())
 @pytest.mark.parametrize("driver,cuda", [("580.65.06", None), ("470.57.02", "11.4")])
 def test_summaries_have_the_kinds_check_build_writes(name, driver, cuda):
-    ix = Index(M)  # a fresh index: the summaries are worked out before any problem is written
+    ix = Index(M)  # a fresh index
     for gpus in GPU_SETS:
         spec = Spec(frameworks=(FrameworkRequest(name, None),), gpus=gpus, driver=driver, cuda=cuda)
         req = read_request(spec, ix)
         pin = req.cuda
+        builds = ix.builds[name]
+        found = checks.summaries_of(builds, req, ix, pin)  # before any problem is written
+        written = [_summary_of(checks.check_build(b, req, ix, pin)) for b in builds]
+        assert found == written, gpus
         table = checks.summaries(req, ix, pin)
-        for b in ix.builds[name]:
-            assert table[b] == _summary_of(checks.check_build(b, req, ix, pin)), (b.label, gpus)
+        for b, summary in zip(builds, written):
+            assert table[b] == summary, (b.label, gpus)

@@ -292,6 +292,16 @@ def summaries(req: Request, ix: Index, cuda_pin) -> dict[Build, tuple[frozenset[
     return found
 
 
+def summaries_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list:
+    """`summaries(req, ix, cuda_pin)[b]` for each of `builds`, in order, worked out once per
+    class of builds with the same host summary and GPU signature (the 258 PyTorch builds
+    on one host fall into a few dozen): the targets of a fleet are resolved one by one."""
+    table = summaries(req, ix, cuda_pin)
+    classes, members = table.classes(builds)
+    per_class = [table.joined_with_gpu(host, signature, b) for host, signature, b in classes]
+    return [per_class[i] for i in members]
+
+
 class _Summaries(dict):
     """A build's summary joins that of its host links (the same whatever the GPUs) with
     that of its GPU links (the same for every build of one `_gpu_signature`: the 258
@@ -299,22 +309,36 @@ class _Summaries(dict):
 
     def __init__(self, req: Request, ix: Index, cuda_pin):
         super().__init__()
-        self.req, self.ix = req, ix
+        self.req, self.ix, self.cuda_pin = req, ix, cuda_pin
         self.host = _table(ix, ("host kinds", cuda_pin, req.host_key), lambda b: _host_kinds(b, req, ix, cuda_pin))
         self.signatures = _table(ix, ("gpu signatures",), lambda b: _gpu_signature(b, ix))
         self.gpu = _table(ix, ("gpu kinds", req.cc_key), None)  # signature -> kinds
         self.joined = _table(ix, ("joined kinds",), None)
 
     def __missing__(self, b: Build):
-        host = self.host[b]
-        signature = self.signatures[b]
+        found = self[b] = self.joined_with_gpu(self.host[b], self.signatures[b], b)
+        return found
+
+    def joined_with_gpu(self, host: tuple, signature: tuple, b: Build) -> tuple:
+        """`host` (a host summary) joined with the GPU kinds of `signature`, the signature of `b`."""
         gpu = self.gpu.get(signature)
         if gpu is None:
             gpu = self.gpu[signature] = _gpu_kinds(b, signature, self.req, self.ix)
         found = self.joined.get((host, gpu))
         if found is None:
             found = self.joined[host, gpu] = (host[0] | gpu[0], host[1] | gpu[1], host[2])
-        self[b] = found
+        return found
+
+    def classes(self, builds: list[Build]) -> tuple[list[tuple], list[int]]:
+        """([(host summary, GPU signature, first build)] per class, each build's class), memoised
+        on the builds and the host: every target of a fleet shares them."""
+        key = ("classes", tuple(builds), self.cuda_pin, self.req.host_key)
+        found = self.ix.memo.get(key)
+        if found is None:
+            index: dict = {}
+            members = [index.setdefault((self.host[b], self.signatures[b]), (len(index), b))[0] for b in builds]
+            found = self.ix.memo[key] = ([(host, signature, b) for (host, signature), (_i, b) in index.items()],
+                                         members)
         return found
 
 

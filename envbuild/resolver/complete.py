@@ -72,10 +72,9 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         candidates = on_platform
     strict = req.spec.strict
     scored = []
-    judged = checks.summaries(req, ix, pin)
-    for rank, b in enumerate(candidates):
-        # the kinds of the problems decide; only the nearest build's are written below
-        hard, soft, off_pin = judged[b]
+    # the kinds of the problems decide; only the nearest build's are written below
+    judged = checks.summaries_of(candidates, req, ix, pin)
+    for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
         if strict and "unknown_fact" in soft:
             hard = hard | {"unknown_fact"}
         extra = extra_check(b) if extra_check is not None else []
@@ -88,7 +87,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             scored.append((off_pin, len(hard), rank, b, extra))
         else:
             out.viable.append(b)
-            out.extra_soft[id(b)] = extra
+            if extra:
+                out.extra_soft[id(b)] = extra
     if not out.viable:
         *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
