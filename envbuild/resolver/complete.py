@@ -254,9 +254,9 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
             continue
         for key in _shared_keys(pools, installer):
             keyed = [[b for b in pool if _key(b, installer) == key] for pool in pools]
+            firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
             for py in pythons:
-                picks = [next((b for b in pool if py is None or _has_python(b, py, req.platform)), None)
-                         for pool in keyed]
+                picks = [first.get(py) for first in firsts]
                 if None in picks:
                     continue
                 score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks),
@@ -271,9 +271,18 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
     return None, [_why_apart(usable, req)]
 
 
-def _has_python(b: Build, py: str, platform: str) -> bool:
-    found = b.pythons_on(platform)
-    return found is None or py in found
+def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str) -> dict[str, Build]:
+    """Python -> the first build of `pool` with a build for it, for each of `pythons` that
+    has one (one pass over the pool instead of one per Python)."""
+    wanted = set(pythons)
+    out: dict[str, Build] = {}
+    for b in pool:
+        found = b.pythons_on(platform)
+        for py in (wanted if found is None else wanted & found) - out.keys():
+            out[py] = b
+        if len(out) == len(wanted):
+            break
+    return out
 
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
