@@ -252,8 +252,7 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
         pools = [[b for b in o.viable if b.installer == installer] for o in usable]
         if not all(pools):
             continue
-        for key in _shared_keys(pools, installer):
-            keyed = [[b for b in pool if _key(b, installer) == key] for pool in pools]
+        for keyed in _by_shared_key(pools, installer):
             firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
             for py in pythons:
                 picks = [first.get(py) for first in firsts]
@@ -294,12 +293,17 @@ def _key(b: Build, installer: str):
     return b.cuda if installer == "conda" else b.cuda_major
 
 
-def _shared_keys(pools: list[list[Build]], installer: str) -> list:
-    common = None
+def _by_shared_key(pools: list[list[Build]], installer: str) -> list[list[list[Build]]]:
+    """For each `_key` every pool has, newest first: each pool's builds with that key (in order)."""
+    grouped = []
     for pool in pools:
-        keys = {_key(b, installer) for b in pool}
-        common = keys if common is None else common & keys
-    return sorted(common or (), key=lambda k: parse_version(str(k)), reverse=True)
+        by_key: dict = {}
+        for b in pool:
+            by_key.setdefault(_key(b, installer), []).append(b)
+        grouped.append(by_key)
+    common = set(grouped[0]).intersection(*grouped[1:])
+    return [[by_key[k] for by_key in grouped]
+            for k in sorted(common, key=lambda k: parse_version(str(k)), reverse=True)]
 
 
 def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
