@@ -216,9 +216,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
     carrier = next((b for b in builds if _carries(family, b)), None)
     options = []
-    for img, img_cuda in ix.images:
-        if img.family != family or req.platform not in img.platforms or img_cuda is None:
-            continue
+    for img, img_cuda in _family_images(ix, family, req.platform):
         if devel_why and img.flavour not in ("devel", None):
             continue
         if img.flavour == "base" and builds:
@@ -275,6 +273,17 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     why = f"{family} image with CUDA {img.cuda}" + (f" matching the {carrier.framework} {carrier.version} build" if carrier else "") \
         + f"; {flavour_why}"
     return _choice(img, why), []
+
+
+def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, Version]]:
+    """The catalog's images of `family` for `platform` that state their CUDA, in catalog
+    order (memoised: the 382 rows are mostly of other families)."""
+    key = ("family images", family, platform)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = [(img, img_cuda) for img, img_cuda in ix.images
+                                if img.family == family and platform in img.platforms and img_cuda is not None]
+    return found
 
 
 def _num(v: Version) -> tuple:
