@@ -254,12 +254,17 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
             continue
         for keyed in _by_shared_key(pools, installer):
             firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
+            newest: dict = {}  # the builds picked -> the newest Python scored with them
             for py in pythons:
                 picks = [first.get(py) for first in firsts]
                 if None in picks:
                     continue
-                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks),
-                         parse_version(py) if py else parse_version("0"), -installers.index(installer))
+                py_v = parse_version(py) if py else parse_version("0")
+                same = tuple(map(id, picks))
+                if same in newest and newest[same] > py_v:
+                    continue  # the same builds with a newer Python scored higher
+                newest[same] = py_v
+                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks), py_v, -installers.index(installer))
                 if best_score is None or score > best_score:
                     best_score = score
                     best = Choice({o.name: b for o, b in zip(usable, picks)}, py, installer)
