@@ -44,12 +44,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
              extra_check=None) -> Outcome:
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
-    candidates = frameworks.get(name).candidates(constraint, _pinned(constraint), ix)
-    if candidates is None:
-        wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
-        candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
-    if not candidates:
-        candidates, out.stand_in = _series_stand_in(name, constraint, ix, pin)
+    candidates, out.stand_in = _selected(name, constraint, pin, ix)
     if not candidates:
         out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
@@ -77,7 +72,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
         if strict and "unknown_fact" in soft:
             hard = hard | {"unknown_fact"}
-        extra = extra_check(b) if extra_check is not None else []
+        extra = extra_check(b) if extra_check is not None else _NO_PROBLEMS
         if extra:
             hard = hard.union(p.kind for p in extra if _is_hard(p, strict))
             off_pin = off_pin or any(p.kind == "framework_cuda_mismatch" and not p.message
@@ -92,9 +87,28 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     if not out.viable:
         *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
-        found = checks.check_build_cached(nearest, req, ix, pin) + extra
+        found = checks.check_build_cached(nearest, req, ix, pin) + list(extra)
         out.problems = [_word_variant(p, nearest, candidates, pin) for p in found if _is_hard(p, strict)]
     return out
+
+
+_NO_PROBLEMS: tuple[Problem, ...] = ()
+
+
+def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index) -> tuple[list[Build], Problem | None]:
+    """(the builds `constraint` selects, best first; the warning when the rows of another
+    release of its series stand in for it). Memoised: the targets of a fleet ask the same."""
+    key = ("selected", name, constraint, pin)
+    found = ix.memo.get(key)
+    if found is None:
+        candidates, stand_in = frameworks.get(name).candidates(constraint, _pinned(constraint), ix), None
+        if candidates is None:
+            wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
+            candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
+        if not candidates:
+            candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
+        found = ix.memo[key] = (candidates, stand_in)
+    return found
 
 
 def _is_hard(p: Problem, strict: bool) -> bool:
