@@ -26,25 +26,12 @@ REQUIRED = ("builds", "pins", "matrix_columns")
 # Places outside the plugins where a framework's name may be a tested value, each with why.
 # (path relative to envbuild/, text of the line) -> reason
 _TABLE = "a table name (the Matrices attribute a plugin's `table` names): loading stays generic"
-_JAX_PROJECT = ("the PyPI project `jax`, whose metadata pins jaxlib and the CUDA plugins: "
-                "`matrix refresh` reads it (refresh is not a plugin hook yet)")
 ALLOWED: dict[tuple[str, str], str] = {
     ("matrix/__init__.py", '"pytorch": ("pytorch.yaml", "builds", t.TorchBuild),'): _TABLE,
     ("matrix/__init__.py", '"tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),'): _TABLE,
     ("matrix/__init__.py", '"jax": ("jax.yaml", "releases", t.JaxRelease),'): _TABLE,
     ("matrix/__init__.py", '"rapids": ("rapids.yaml", "releases", t.RapidsRelease),'): _TABLE,
     ("matrix/__init__.py", '"cupy": ("cupy.yaml", "packages", t.CupyPackage),'): _TABLE,
-    ("matrix/refresh.py", 'jax_versions = sorted(plan.get("jax", set()), key=Version)'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'jax_meta = dict(zip(jax_versions, pool.map(lambda v: _pure_metadata(index, grouped["jax"], v), '
-                          'jax_versions)))'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, known, pure=package == "jax")'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'if package == "jax":'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},'):
-        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
-    ("matrix/refresh.py", '"tensorflow": {r.version for r in m.tensorflow}}'):
-        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
-    ("matrix/wheels.py", 'if not name.startswith("jax") or name == "jax":'):
-        "jax's Requires-Dist names other jax* distributions; `jax` itself is the project read",
 }
 
 
