@@ -68,19 +68,18 @@ class PyTorch(Framework):
         """The CUDA runtime the default Linux wheels pin (`cuda`, and `cuda_aarch64` where
         the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only)."""
         fields, notes = {}, []
-        meta, filename = metadata(_linux_wheels(files, "x86_64"))
-        cuda = cuda_of_wheel(meta) if meta else None
-        if cuda:
-            fields["cuda"] = cuda
-        arm = None
-        if version in {b.version for b in m.pytorch if b.installer == "pip" and "linux-aarch64" in b.platforms}:
-            arm_meta = metadata(_linux_wheels(files, "aarch64"))[0]
-            arm = cuda_of_wheel(arm_meta, "aarch64") if arm_meta else None
-        if arm:
-            fields["cuda_aarch64"] = arm
-        elif files:
-            notes.append(f"torch {version}: the default wheel's CUDA was not read "
-                         f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
+        for machine, key in (("x86_64", "cuda"), ("aarch64", "cuda_aarch64")):
+            if machine == "aarch64" and version not in {
+                    b.version for b in m.pytorch if b.installer == "pip" and "linux-aarch64" in b.platforms}:
+                continue
+            meta, filename = metadata(_linux_wheels(files, machine))
+            cuda = cuda_of_wheel(meta, machine) if meta else None
+            if cuda:
+                fields[key] = cuda
+            elif files:
+                wheel = "default wheel" if machine == "x86_64" else "aarch64 wheel"
+                notes.append(f"torch {version}: the {wheel}'s CUDA was not read "
+                             f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
         return IndexFields(fields, tuple(notes))
 
     def index_findings(self, m, rows, index_url):
