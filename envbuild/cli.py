@@ -197,13 +197,15 @@ def leave(code: int) -> None:
     Finalization frees every object one at a time and collects cycles: 35 ms after one
     `resolve`, 150 ms after a 100-target fleet, time spent on nothing the user sees. The
     standard streams are flushed and the atexit handlers (the code cache, the solver's
-    settle, temporary folders) run first, as a normal exit would. When another
-    non-daemon thread still runs, the normal exit waits for it, so that path is kept."""
+    settle, temporary folders) run first, as a normal exit would. The normal exit is
+    kept while another non-daemon thread runs (it waits for it) and under a profiler or
+    tracer (`python -m cProfile`, coverage), which write their results after `main`."""
     import atexit
     import os
     import threading
 
-    if any(t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
+    if sys.getprofile() or sys.gettrace() or any(
+            t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:

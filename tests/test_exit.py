@@ -71,3 +71,11 @@ def test_error_exit_code_and_atexit_work_survive(tmp_path):
     assert bad.stderr.startswith("envbuild: error: ") and len(bad.stderr.splitlines()) == 1
     # the dataclass code cache is written by an atexit handler
     assert list((tmp_path / "cache" / "envbuild").glob("dataclass-code-*.marshal"))
+
+
+def test_a_profiler_still_gets_to_write_its_results(tmp_path):
+    out = tmp_path / "resolve.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "envbuild", "resolve",
+                           str(ROOT / "recipes" / "cupy.yaml")], capture_output=True, text=True, cwd=ROOT, env=BUFFERED)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
