@@ -10,7 +10,9 @@ renders them. Commands run a prefix of the order: `wheelhouse` stops after lock,
 
 The stage modules do not call each other: the Dockerfile stage only reads the lock
 folder (the base pin is recorded by this module through `envbuild.lock.base_record`), the
-image stage does not verify, and verification gets its expectations as a value.
+image stage does not verify, and verification gets its expectations as a value. Neither
+the Dockerfile stage nor verification reads the matrices: this module hands them what
+the tables say (`context_facts`, `probe_facts`).
 """
 from __future__ import annotations
 
@@ -123,11 +125,12 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
     from envbuild.lock import base_record
 
     chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
+    facts = context_facts(resolution)  # before the pin is recorded: missing data leaves the lock as it was
     if chosen.digest:
         check_output(out, resolution, lock_dir, force=force)  # a refused folder leaves the lock as it was
         base_record.write(lock_dir, resolution.resolved.base_image.ref, chosen.ref.split("@")[0], chosen.digest)
-    return write_context(out, resolution, lock_dir, facts=context_facts(resolution), platform=platform, base=chosen,
-                         wheelhouse=wheelhouse, force=force)
+    return write_context(out, resolution, lock_dir, facts=facts, platform=platform, base=chosen, wheelhouse=wheelhouse,
+                         force=force)
 
 
 def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,

@@ -28,7 +28,6 @@ from envbuild.paths import MATRICES_DIR, cache_dir
 SCHEMA_VERSION = 1
 
 
-
 def _framework_tables() -> dict[str, tuple[str, str, type]]:
     """Each framework's table: attribute and file named for the framework (model.FRAMEWORKS),
     rows of the type in `tables` that names it."""
