@@ -375,3 +375,14 @@ def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
     (tmp_path / "lock_targets.yaml").write_text("glibc:\n  - {os: ubuntu24.04, glibc: '2.39', source: x}\n")
     with pytest.raises(matrix.MatrixError, match=r"base_images.yaml:images\[0\]: OS 'ubuntu26.04' has no glibc row"):
         matrix.load_from(tmp_path, use_cache=False)
+
+
+def test_gpu_host_platforms_are_platforms_with_their_source(m):
+    from envbuild.values import Platform
+
+    limited = [g for g in m.gpus if g.host_platforms]
+    assert len(limited) == 16
+    for g in limited:
+        assert set(g.host_platforms) <= {p.value for p in Platform}, g.name
+        assert g.host and g.host_source, g.name
+    assert all(not g.host and not g.host_source for g in m.gpus if not g.host_platforms)
