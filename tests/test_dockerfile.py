@@ -222,3 +222,22 @@ def test_dockerfile_command_reports_bad_input_in_one_line(tmp_path):
     assert run.stderr.strip().splitlines() == [
         "envbuild: error: invalid --registry-mirror 'bad mirror!' (expected HOST[:PORT][/prefix], e.g. mirror.corp:5000/dockerhub)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_rapids_cuxx_wheels_of_a_pip_lock_are_installed_versions(tmp_path):
+    # The pins and hashes pip chose for cudf-cu12==24.12.0 from PyPI: the RAPIDS wheels carry
+    # the CUDA major in their names, as cupy-cuda12x does.
+    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.resolver import resolve
+
+    resolution = resolve(Spec(name="df", frameworks=(FrameworkRequest("rapids", "24.12"),), installer="pip",
+                              python="3.10", gpus=("A100",), driver="550.54.15"))
+    assert resolution.ok, resolution.conflicts
+    (tmp_path / "lock").mkdir()
+    (tmp_path / "lock" / "requirements.lock").write_bytes((ROOT / "tests/data/pip_locks/rapids-cu12.lock").read_bytes())
+    context = write_context(tmp_path / "ctx", resolution, tmp_path / "lock", facts=pipeline.context_facts(resolution))
+    installed = {k.removeprefix("io.envbuild.installed."): v
+                 for k, v in labels_of(instructions(context.path / "Dockerfile")).items() if ".installed." in k}
+    assert installed == {
+        "cudf-cu12": "24.12.0", "pylibcudf-cu12": "24.12.0", "libcudf-cu12": "24.12.0", "rmm-cu12": "24.12.1",
+        "libkvikio-cu12": "24.12.1", "cupy-cuda12x": "14.2.0", "numpy": "2.2.6"}

@@ -172,9 +172,23 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
+    _check_every_os_has_glibc(tables)
     from envbuild.matrix.gpu_match import build_index
 
     return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
+
+
+def _check_every_os_has_glibc(tables: dict[str, tuple]) -> None:
+    """A lock states the target's C library (__glibc) from the base image's OS; an OS
+    without a glibc row would silently be locked for the default floor instead, so such
+    data does not load."""
+    known = {row.os for row in tables["target_glibc"]}
+    for table in ("base_images", "distribution_pythons"):
+        filename, key, _ = TABLES[table]
+        for i, row in enumerate(tables[table]):
+            if row.os and row.os not in known:
+                raise MatrixError(f"{filename}:{key}[{i}]: OS {row.os!r} has no glibc row in lock_targets.yaml "
+                                  f"(add its glibc with a source, so that locks for it state the right __glibc)")
 
 
 def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:

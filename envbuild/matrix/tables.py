@@ -57,6 +57,11 @@ class Gpu(Row):
     architecture: str = ""  # "Ampere"
     datacenter: bool | None = None  # forward compatibility (cuda-compat) works only on these
     memory_gb: int | None = None  # board memory, only where the name or a cited source states it; None = not read
+    # the only platforms the GPU can be in (a Jetson module's or a Grace superchip's Arm CPU);
+    # () = not limited. `host` says what it is part of, `host_source` where that was read.
+    host_platforms: tuple[str, ...] = ()
+    host: str = ""
+    host_source: str = ""
 
 
 # --- matrices/cuda_arch.yaml --------------------------------------------------------------
