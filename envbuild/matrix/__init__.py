@@ -20,11 +20,20 @@ from typing import Any
 
 from envbuild import atomic
 from envbuild.matrix import tables as t
+from envbuild.model import FRAMEWORKS
 from envbuild.paths import MATRICES_DIR, cache_dir
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
+
+
+def _framework_tables() -> dict[str, tuple[str, str, type]]:
+    """Each framework's table: attribute and file named for the framework (model.FRAMEWORKS),
+    rows of the type in `tables` that names it."""
+    rows = {row.FRAMEWORK: row for row in vars(t).values() if isinstance(row, type) and getattr(row, "FRAMEWORK", None)}
+    return {name: (f"{name}.yaml", rows[name].ROWS_KEY, rows[name]) for name in FRAMEWORKS}
+
 
 # attribute name -> (file, table key in that file, row type)
 TABLES: dict[str, tuple[str, str, type]] = {
@@ -32,11 +41,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "minor_compat": ("cuda_driver.yaml", "minor_version_compatibility", t.MinorCompat),
     "gpus": ("gpus.yaml", "gpus", t.Gpu),
     "cuda_arch": ("cuda_arch.yaml", "toolkits", t.CudaArchSupport),
-    "pytorch": ("pytorch.yaml", "builds", t.TorchBuild),
-    "tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),
-    "jax": ("jax.yaml", "releases", t.JaxRelease),
-    "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
-    "cupy": ("cupy.yaml", "packages", t.CupyPackage),
+    **_framework_tables(),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
@@ -66,6 +71,7 @@ class Matrices:
     minor_compat: tuple[t.MinorCompat, ...] = ()
     gpus: tuple[t.Gpu, ...] = ()
     cuda_arch: tuple[t.CudaArchSupport, ...] = ()
+    # the frameworks' tables, one per name of model.FRAMEWORKS (typed fields: the plugins read `m.<table>`)
     pytorch: tuple[t.TorchBuild, ...] = ()
     tensorflow: tuple[t.TfBuild, ...] = ()
     jax: tuple[t.JaxRelease, ...] = ()
