@@ -217,7 +217,11 @@ def timed_replacing(*args, **kwargs):
 solve_module.solve, folder.replacing = timed_solve, timed_replacing
 code = main(sys.argv[1:])
 print(json.dumps(spent))
-sys.exit(code)
+try:  # leave as the `envbuild` command does (no interpreter teardown)
+    from envbuild.cli import leave
+except ImportError:  # an older source tree
+    leave = sys.exit
+leave(code)
 """
 
 

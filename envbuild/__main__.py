@@ -1,5 +1,3 @@
-import sys
+from envbuild.cli import run
 
-from envbuild.cli import main
-
-sys.exit(main())
+run()

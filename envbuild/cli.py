@@ -186,5 +186,35 @@ def error_json(exc: UserError) -> dict:
                       "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}}
 
 
+def run() -> None:
+    """The console entry point: `main`, then a quick exit (see `leave`)."""
+    leave(main())
+
+
+def leave(code: int) -> None:
+    """Exit with `code` without tearing the interpreter down object by object.
+
+    Finalization frees every object one at a time and collects cycles: 35 ms after one
+    `resolve`, 150 ms after a 100-target fleet, time spent on nothing the user sees. The
+    standard streams are flushed and the atexit handlers (the code cache, the solver's
+    settle, temporary folders) run first, as a normal exit would. The normal exit is
+    kept while another non-daemon thread runs (it waits for it) and under a profiler or
+    tracer (`python -m cProfile`, coverage), which write their results after `main`."""
+    import atexit
+    import os
+    import threading
+
+    if sys.getprofile() or sys.gettrace() or any(
+            t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+            pass
+    atexit._run_exitfuncs()
+    os._exit(code if 0 <= code <= 255 else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -10,7 +10,9 @@ renders them. Commands run a prefix of the order: `wheelhouse` stops after lock,
 
 The stage modules do not call each other: the Dockerfile stage only reads the lock
 folder (the base pin is recorded by this module through `envbuild.lock.base_record`), the
-image stage does not verify, and verification gets its expectations as a value.
+image stage does not verify, and verification gets its expectations as a value. Neither
+the Dockerfile stage nor verification reads the matrices: this module hands them what
+the tables say (`context_facts`, `probe_facts`).
 """
 from __future__ import annotations
 
@@ -25,9 +27,10 @@ from envbuild.errors import LockRefused, Unresolved, VerifyFailed
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
     from envbuild.dockerfile.context import Base, BuildContext
+    from envbuild.dockerfile.render import MatrixFacts
     from envbuild.image.make import ImageOptions, ImageResult
     from envbuild.model import Resolution, Spec
-    from envbuild.verify import Expectations
+    from envbuild.verify import Expectations, ProbeFacts
 
 # --- resolve ------------------------------------------------------------------------------
 
@@ -88,6 +91,30 @@ def base(resolution: Resolution, *, mirror: str | None = None, pin_digests: bool
     return Base(str(ref), ref.digest)
 
 
+def context_facts(resolution: Resolution) -> MatrixFacts:
+    """What the matrices say that the context stage needs for this stack: the base family's
+    Dockerfile data, the minor-version driver floor of its CUDA major, and the oldest
+    python3 the in-image installer runs on in each mode."""
+    from envbuild import matrix
+    from envbuild.dockerfile.render import MatrixFacts
+    from envbuild.errors import UserError
+
+    m = matrix.load()
+    stack = resolution.resolved
+    families = {row.family: row for row in m.base_families}
+    family = families.get(stack.base_image.family)
+    if family is None:
+        raise UserError(f"no Dockerfile data for base family {stack.base_image.family!r}",
+                        hint=f"families: {', '.join(sorted(families))} (matrices/base_images.yaml `families`)")
+    major = int(stack.cuda.split(".")[0]) if stack.cuda else None
+    floor = next((r.floor_linux for r in m.minor_compat if r.major == major and r.floor_linux), None)
+    pythons: dict[str, str] = {}
+    for row in m.installer_pythons:  # the first row of a mode is its row (matrix.lookup.installer_python_min)
+        pythons.setdefault(row.installer, row.python_min)
+    return MatrixFacts(image_python=family.image_python, dockerfile_comment=family.dockerfile_comment,
+                       driver_floor=floor, installer_python=tuple(pythons.items()))
+
+
 def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
             mirror: str | None = None, pin_digests: bool = False, wheelhouse: Path | None = None,
             force: bool = False) -> BuildContext:
@@ -98,10 +125,11 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
     from envbuild.lock import base_record
 
     chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
+    facts = context_facts(resolution)  # before the pin is recorded: missing data leaves the lock as it was
     if chosen.digest:
         check_output(out, resolution, lock_dir, force=force)  # a refused folder leaves the lock as it was
         base_record.write(lock_dir, resolution.resolved.base_image.ref, chosen.ref.split("@")[0], chosen.digest)
-    return write_context(out, resolution, lock_dir, platform=platform, base=chosen, wheelhouse=wheelhouse,
+    return write_context(out, resolution, lock_dir, facts=facts, platform=platform, base=chosen, wheelhouse=wheelhouse,
                          force=force)
 
 
@@ -141,6 +169,18 @@ def expectations(resolution: Resolution) -> Expectations:
                         frameworks=tuple(ExpectedFramework(f.name, f.version, f.cuda) for f in stack.frameworks))
 
 
+def probe_facts() -> ProbeFacts:
+    """What the probe is told from envbuild's matrices: peak figures, minor-version driver
+    floors, data-center GPUs and GPU aliases (read as the probe reads them when bundled)."""
+    import yaml
+
+    from envbuild.paths import MATRICES_DIR
+    from envbuild.probe import facts_from_matrices
+    from envbuild.verify import ProbeFacts
+
+    return ProbeFacts.from_probe(facts_from_matrices(str(MATRICES_DIR), yaml.safe_load))
+
+
 def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
     """Run the probe on the image; VerifyFailed unless its required checks pass. Returns
     the report's summary."""
@@ -148,7 +188,7 @@ def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
     from envbuild.verify.summary import summary_text
 
     progress.line(f"verifying {image_id[:19]} before tagging it")
-    report = run_verify(image_id, gpus="all", expect=expect, client=None, progress=progress)
+    report = run_verify(image_id, gpus="all", expect=expect, facts=probe_facts(), client=None, progress=progress)
     progress.line(summary_text(report))
     if not report.ok:
         raise VerifyFailed(f"the image {image_id[:19]} failed verification; no tag was moved onto it "

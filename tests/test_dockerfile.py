@@ -11,6 +11,7 @@ import dockerfile
 import pytest
 
 import image_support as support
+from envbuild import pipeline
 from envbuild.dockerfile import lockfiles, render
 from envbuild.dockerfile.context import write_context
 from envbuild.dockerfile.mirror import apply_mirror
@@ -70,7 +71,7 @@ def labels_of(commands) -> dict[str, str]:
 def test_every_family_renders_a_clean_dockerfile(family, installer, conda_lock, pip_lock, tmp_path):
     resolution = support.resolution(family, installer=installer, env=(("OMP_NUM_THREADS", "4"),))
     lock_dir = conda_lock if installer == "conda" else pip_lock
-    context = write_context(tmp_path / "ctx", resolution, lock_dir)
+    context = write_context(tmp_path / "ctx", resolution, lock_dir, facts=pipeline.context_facts(resolution))
     path = context.path / "Dockerfile"
 
     assert hadolint_findings(path) == []
@@ -103,7 +104,7 @@ def test_a_pip_build_checks_the_python_before_installing_the_lock(family, pip_lo
     """A pip venv is made over the base's python3: the install stage checks it against the
     locked Python first. A conda prefix brings its own interpreter: no check."""
     resolution = support.resolution(family, installer="pip")
-    commands = instructions(write_context(tmp_path / "pip", resolution, pip_lock).path / "Dockerfile")
+    commands = instructions(write_context(tmp_path / "pip", resolution, pip_lock, facts=pipeline.context_facts(resolution)).path / "Dockerfile")
     runs = [" ".join(c.value) for c in commands if c.cmd == "RUN"]
     check = next(i for i, r in enumerate(runs) if "sys.version_info" in r)
     install = next(i for i, r in enumerate(runs) if "/tmp/envbuild/install.py" in r)
@@ -112,7 +113,8 @@ def test_a_pip_build_checks_the_python_before_installing_the_lock(family, pip_lo
     assert f"envbuild: error: base image {support.FAMILY_BASES[family][0]}: python3 is Python $found, the lock is " \
            "for Python 3.11 (" in runs[check]
 
-    conda = write_context(tmp_path / "conda", support.resolution(family, installer="conda"), conda_lock)
+    conda_resolution = support.resolution(family, installer="conda")
+    conda = write_context(tmp_path / "conda", conda_resolution, conda_lock, facts=pipeline.context_facts(conda_resolution))
     assert "sys.version_info" not in (conda.path / "Dockerfile").read_text()
 
 
@@ -128,10 +130,11 @@ def test_every_recipe_renders_a_clean_dockerfile(recipe, tmp_path):
     resolution = resolve(load_spec(recipe))
     if not resolution.ok:  # a recipe showing a conflict: there is no stack, and rendering says so
         with pytest.raises(UserError, match="does not resolve"):
-            render.render(render.RenderInput(resolution, "conda", "unused"))
+            render.render(render.RenderInput(resolution, "conda", "unused", facts=render.MatrixFacts(True, "", None, ())))
         return
     text = render.render(render.RenderInput(resolution, resolution.resolved.installer,
-                                            resolution.resolved.base_image.ref))
+                                            resolution.resolved.base_image.ref,
+                                            facts=pipeline.context_facts(resolution)))
     path = tmp_path / "Dockerfile"
     path.write_text(text)
     assert hadolint_findings(path) == []
@@ -141,10 +144,9 @@ def test_every_recipe_renders_a_clean_dockerfile(recipe, tmp_path):
 
 
 def test_require_cuda_allows_the_minor_version_floor():
-    stack = support.resolution("cuda").resolved
-    from envbuild.dockerfile.context import minor_compat_floor
-
-    value = render.require_cuda(stack, minor_compat_floor(stack.cuda))
+    resolution = support.resolution("cuda")
+    stack = resolution.resolved
+    value = render.require_cuda(stack, pipeline.context_facts(resolution).driver_floor)
     assert value.split()[0] == "cuda>=12.4"
     # The floor comes from the matrices when they carry the minor-compat row for CUDA 12.
     from envbuild import matrix
@@ -200,13 +202,13 @@ def test_missing_lock_is_one_clear_error(tmp_path):
 def test_a_failed_render_keeps_the_previous_context(conda_lock, tmp_path):
     resolution = support.resolution("cuda")
     out = tmp_path / "ctx"
-    write_context(out, resolution, conda_lock)
+    write_context(out, resolution, conda_lock, facts=pipeline.context_facts(resolution))
     before = (out / "Dockerfile").read_text()
     broken = tmp_path / "broken-lock"
     broken.mkdir()
     (broken / "conda-linux-64.lock").write_text("@EXPLICIT\nfile:///nonexistent/noarch/x-1-0.tar.bz2#" + "0" * 64 + "\n")
     with pytest.raises(UserError, match="does not exist"):
-        write_context(out, resolution, broken)
+        write_context(out, resolution, broken, facts=pipeline.context_facts(resolution))
     assert (out / "Dockerfile").read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken-lock", "ctx"]  # no staging left behind
 
@@ -220,3 +222,22 @@ def test_dockerfile_command_reports_bad_input_in_one_line(tmp_path):
     assert run.stderr.strip().splitlines() == [
         "envbuild: error: invalid --registry-mirror 'bad mirror!' (expected HOST[:PORT][/prefix], e.g. mirror.corp:5000/dockerhub)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_rapids_cuxx_wheels_of_a_pip_lock_are_installed_versions(tmp_path):
+    # The pins and hashes pip chose for cudf-cu12==24.12.0 from PyPI: the RAPIDS wheels carry
+    # the CUDA major in their names, as cupy-cuda12x does.
+    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.resolver import resolve
+
+    resolution = resolve(Spec(name="df", frameworks=(FrameworkRequest("rapids", "24.12"),), installer="pip",
+                              python="3.10", gpus=("A100",), driver="550.54.15"))
+    assert resolution.ok, resolution.conflicts
+    (tmp_path / "lock").mkdir()
+    (tmp_path / "lock" / "requirements.lock").write_bytes((ROOT / "tests/data/pip_locks/rapids-cu12.lock").read_bytes())
+    context = write_context(tmp_path / "ctx", resolution, tmp_path / "lock", facts=pipeline.context_facts(resolution))
+    installed = {k.removeprefix("io.envbuild.installed."): v
+                 for k, v in labels_of(instructions(context.path / "Dockerfile")).items() if ".installed." in k}
+    assert installed == {
+        "cudf-cu12": "24.12.0", "pylibcudf-cu12": "24.12.0", "libcudf-cu12": "24.12.0", "rmm-cu12": "24.12.1",
+        "libkvikio-cu12": "24.12.1", "cupy-cuda12x": "14.2.0", "numpy": "2.2.6"}

@@ -15,9 +15,8 @@ import re
 from pathlib import Path
 
 import image_support as support
-from envbuild import __version__
+from envbuild import __version__, pipeline
 from envbuild.dockerfile import render
-from envbuild.dockerfile.context import minor_compat_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "dockerfiles"
@@ -49,7 +48,7 @@ def _render(resolution, installer: str, pip_wheel: bool) -> str:
     text = render.render(render.RenderInput(resolution, installer, resolution.resolved.base_image.ref,
                                             pip_wheel=pip_wheel,
                                             installed=(("envbuild-demo", "1.0"),),
-                                            driver_floor=minor_compat_floor(resolution.resolved.cuda)))
+                                            facts=pipeline.context_facts(resolution)))
     text = text.replace(f"envbuild {__version__} ", "envbuild VERSION ")
     text = text.replace(f'io.envbuild.version="{__version__}"', 'io.envbuild.version="VERSION"')
     return _MATRIX_VERSION.sub(r'\1"MATRIX-VERSION"', text)

@@ -142,3 +142,19 @@ def test_mig_floor_driver_is_a_conflict(tmp_path):
     assert done.returncode == 1
     conflicts = json.loads(done.stdout)["targets"][0]["conflicts"]
     assert any(c["kind"] == "driver_too_old" and "MIG 1g.10gb" in c["message"] and "525.85.12" in c["message"] for c in conflicts)
+
+
+def test_a_jetson_or_grace_target_declared_linux_64_is_a_platform_conflict(tmp_path):
+    # GH200 is an H100 (9.0, data center) on a Grace CPU: it must not share the x86 H100's answer
+    path = _fleet(tmp_path, "targets:\n  h100:\n    gpu: H100\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n"
+                            "  gh:\n    gpu: GH200\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n"
+                            "  orin:\n    gpu: Jetson AGX Orin\n    driver: 540.4.0\n    platform: linux-aarch64\n"
+                            "    scheduler: {kind: k8s}\n")
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", path, "--json")
+    assert done.returncode == 1
+    targets = {t["name"]: t for t in json.loads(done.stdout)["targets"]}
+    assert targets["h100"]["verdict"] == "ok" and targets["orin"]["verdict"] == "ok"
+    (conflict,) = targets["gh"]["conflicts"]
+    assert conflict["kind"] == "platform_unsupported"
+    assert conflict["message"].startswith("NVIDIA GH200 is the GPU of the GH200 Grace Hopper Superchip, attached to an "
+                                          "Arm (aarch64) Grace CPU, so linux-64 builds cannot run on it")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -25,27 +27,7 @@ REQUIRED = ("builds", "pins", "matrix_columns")
 
 # Places outside the plugins where a framework's name may be a tested value, each with why.
 # (path relative to envbuild/, text of the line) -> reason
-_TABLE = "a table name (the Matrices attribute a plugin's `table` names): loading stays generic"
-_JAX_PROJECT = ("the PyPI project `jax`, whose metadata pins jaxlib and the CUDA plugins: "
-                "`matrix refresh` reads it (refresh is not a plugin hook yet)")
-ALLOWED: dict[tuple[str, str], str] = {
-    ("matrix/__init__.py", '"pytorch": ("pytorch.yaml", "builds", t.TorchBuild),'): _TABLE,
-    ("matrix/__init__.py", '"tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),'): _TABLE,
-    ("matrix/__init__.py", '"jax": ("jax.yaml", "releases", t.JaxRelease),'): _TABLE,
-    ("matrix/__init__.py", '"rapids": ("rapids.yaml", "releases", t.RapidsRelease),'): _TABLE,
-    ("matrix/__init__.py", '"cupy": ("cupy.yaml", "packages", t.CupyPackage),'): _TABLE,
-    ("matrix/refresh.py", 'jax_versions = sorted(plan.get("jax", set()), key=Version)'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'jax_meta = dict(zip(jax_versions, pool.map(lambda v: _pure_metadata(index, grouped["jax"], v), '
-                          'jax_versions)))'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'found = w.summarize(grouped[package], version, known, pure=package == "jax")'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'if package == "jax":'): _JAX_PROJECT,
-    ("matrix/refresh.py", 'known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},'):
-        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
-    ("matrix/refresh.py", '"tensorflow": {r.version for r in m.tensorflow}}'):
-        "PyPI project names (torch, jax, tensorflow) whose newer releases `matrix refresh` reports",
-    ("matrix/wheels.py", 'if not name.startswith("jax") or name == "jax":'):
-        "jax's Requires-Dist names other jax* distributions; `jax` itself is the project read",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +69,29 @@ def test_each_plugin_implements_the_protocol(name, m):
     assert conda or pip
     headers, body = plugin.matrix_columns(list(rows[:3]), lambda a: "", lambda r: "")
     assert body and all(len(cells) == len(headers) for cells in body)
+
+
+def test_the_matrix_tables_derive_from_the_one_list():
+    """model.FRAMEWORKS names the frameworks' tables: attribute, file and row type follow from it."""
+    tables = {name: entry for name, entry in matrix.TABLES.items() if entry[2].FRAMEWORK}
+    assert list(tables) == list(FRAMEWORKS)
+    for name, (file, key, row) in tables.items():
+        assert file == f"{name}.yaml" and row.FRAMEWORK == name and key
+        assert (ROOT / "matrices" / file).is_file()
+        assert name in {f.name for f in dataclasses.fields(matrix.Matrices)}
+        assert frameworks.get(name).table == name
+
+
+def test_the_published_schemas_name_the_same_frameworks():
+    """The JSON schemas stay static files (they are published): their framework enums must
+    equal the registry's names and aliases."""
+    spec = json.loads((ROOT / "schema" / "spec.schema.json").read_text())
+    names, pattern = spec["properties"]["frameworks"]["propertyNames"]["anyOf"]
+    assert names["enum"] == list(frameworks.aliases())
+    for written in ("cupy-cuda12x", "cupy-cuda102", "cudf-cu11", "cuml-cu12", "jax-cuda12-plugin", "jax-cuda13-pjrt"):
+        assert re.match(pattern["pattern"], written) and canonical_framework(written) is not None
+    assert json.loads((ROOT / "schema" / "matrix.schema.json").read_text())["properties"]["framework"]["enum"] == \
+        list(FRAMEWORKS)
 
 
 def test_every_alias_maps_back_to_its_framework():

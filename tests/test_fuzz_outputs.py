@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
 import image_support as support
+from envbuild import pipeline
 from envbuild.dockerfile import render
 from envbuild.errors import UserError
 from envbuild.lock import conda_lockfile, folder, pip_lock
@@ -59,7 +60,7 @@ def dockerfile_of(spec) -> str:
         resolution.spec, channels=spec.channels, conda_packages=spec.conda_packages, pip_packages=spec.pip_packages,
         image_repository=spec.image_repository))
     base = resolution.resolved.base_image.ref
-    return render.render(render.RenderInput(resolution, "conda", base, None))
+    return render.render(render.RenderInput(resolution, "conda", base, None, facts=pipeline.context_facts(resolution)))
 
 
 BASELINE = [c.cmd for c in dockerfile.parse_string(dockerfile_of(spec_from_mapping(BASE)))]

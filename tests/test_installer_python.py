@@ -16,7 +16,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 import image_support as support
-from envbuild import matrix
+from envbuild import matrix, pipeline
 from envbuild.dockerfile.context import write_context
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import FrameworkRequest, Spec
@@ -202,13 +202,14 @@ def test_the_cuda_install_stage_adds_python3_venv_unless_a_pip_wheel_is_given(tm
     wheel = support.make_wheel(tmp_path / "w", "envbuild_x", "1.0", "")
     support.write_pip_lock(lock, [wheel])
     resolution = support.resolution("cuda", installer="pip")
-    online = write_context(tmp_path / "online", resolution, lock).dockerfile
+    online = write_context(tmp_path / "online", resolution, lock, facts=pipeline.context_facts(resolution)).dockerfile
     assert "RUN if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then" in online
     assert "apt-get install -y --no-install-recommends python3 python3-venv" in online
     (tmp_path / "wh").mkdir()
     (tmp_path / "wh" / "pip-26.3-py3-none-any.whl").write_bytes(b"")
     (tmp_path / "wh" / wheel.name).write_bytes(wheel.read_bytes())  # a wheelhouse holds every locked file
-    offline = write_context(tmp_path / "offline", resolution, lock, wheelhouse=tmp_path / "wh")
+    offline = write_context(tmp_path / "offline", resolution, lock, facts=pipeline.context_facts(resolution),
+                            wheelhouse=tmp_path / "wh")
     assert "RUN if ! command -v python3 >/dev/null 2>&1; then" in offline.dockerfile
     plan = json.loads((offline.path / "envbuild" / "plan.json").read_text())
     assert plan["python_min"] == floor("pip")

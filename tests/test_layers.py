@@ -7,6 +7,8 @@ function-level (lazy) imports alike, since a lazy import is still a dependency. 
 * spec reads the user's request only: it imports neither the matrices nor the host.
 * dockerfile reads the lock folder only through the reading API of envbuild/lock/folder.py;
   it writes no lock file.
+* dockerfile and verify read no matrix: neither envbuild.matrix nor the matrices' folder
+  (envbuild.paths.MATRICES_DIR); the pipeline hands them what the tables say as values.
 * image builds and pushes; it does not run verification. verify checks an image against its
   recorded expectations; it does not resolve specs again.
 * matrix is data: it imports no stage (resolver, lock, dockerfile, image, verify).
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "envbuild"
 # write that was killed after its commit point (every reader does that first).
 FOLDER_READERS = frozenset({
     "CONDA_LOCKFILE", "PIP_LOCKFILE", "BASE_RECORD", "RECORD", "explicit_name", "pip_lock_name", "is_lock_file",
-    "sha256_file", "read_record", "verify", "recover",
+    "sha256_file", "read_record", "read_conda_lockfile", "verify", "recover",
 })
 
 KNOWN_VIOLATIONS: dict[str, str] = {}  # none left; a new entry needs its one-line reason
@@ -115,6 +117,10 @@ def violations() -> set[str]:
     for source, targets in [("spec", ("matrix", "hostinfo")), ("image", ("verify",)), ("verify", ("resolver",)),
                             ("matrix", ("resolver", "lock", "dockerfile", "image", "verify"))]:
         found |= {f"{module} -> {target}" for module, target, _ in _edges(source, *targets)}
+    for source in ("dockerfile", "verify"):
+        found |= {f"{module} -> {target}" for module, target, _ in _edges(source, "matrix")}
+        found |= {f"{module} -> {target}.MATRICES_DIR" for module, target, names in _edges(source, "paths")
+                  if "MATRICES_DIR" in names}
     for module, target, names in _edges("dockerfile", "lock"):
         if target != "envbuild.lock.folder":
             found.add(f"{module} -> {target}")

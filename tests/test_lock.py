@@ -297,3 +297,52 @@ def test_a_gap_further_down_names_the_dependency_not_the_framework(channels, tmp
     spec = dataclasses.replace(spec, frameworks=(dataclasses.replace(spec.frameworks[0], constraint="2.4.0"),))
     (conflict,) = _conflict(spec, resolution, tmp_path)
     assert conflict.message.startswith("libcusparse 12.3.1 needs cuda-version >=12.3,<12.4.0a0, for which")
+
+
+def _glibc_channel(root: Path, builds) -> Path:
+    """A channel with one library, `libglibc-probe`, in builds that need different glibc floors."""
+    from lock_channels import write_channel
+
+    rows = [{"n": "libglibc-probe", "v": version, "b": "0", "d": [f"__glibc >={floor}"]} for version, floor in builds]
+    return write_channel(root, {"linux-64": rows})
+
+
+@pytest.mark.parametrize("os_label, glibc, version", [
+    ("ubuntu16.04", "2.23", "1.0"),  # xenial's libc6 is 2.23: the newest build (needs 2.28) cannot run there
+    ("ubuntu22.04", "2.35", "2.0"),
+    ("amzn2023", "2.34", "2.0"),
+])
+def test_the_lock_states_the_base_os_glibc_to_the_solver(anaconda, tmp_path, os_label, glibc, version):
+    probe = _glibc_channel(tmp_path / "glibc", [("1.0", "2.17"), ("2.0", "2.28")])
+    spec, resolution = conda_resolution([*anaconda, probe], os=os_label, conda_packages=("libglibc-probe",))
+    lock(spec, resolution, None, tmp_path / "out")
+    data = yaml.safe_load((tmp_path / "out" / "conda-lock.yml").read_text())
+    assert f"__glibc={glibc}=0" in data["metadata"]["custom_metadata"]["envbuild.virtual_packages.linux-64"]
+    assert {p["name"]: p["version"] for p in data["package"]}["libglibc-probe"] == version
+
+
+def test_a_package_newer_than_the_base_os_glibc_is_refused(anaconda, tmp_path):
+    probe = _glibc_channel(tmp_path / "glibc", [("2.0", "2.28")])
+    spec, resolution = conda_resolution([*anaconda, probe], os="ubuntu16.04", conda_packages=("libglibc-probe",))
+    (conflict,) = _conflict(spec, resolution, tmp_path)
+    assert conflict.kind == "platform_unsupported"
+    assert conflict.message.startswith("a package needs a newer glibc than the target's 2.23 on linux-64")
+
+
+def test_an_os_without_a_glibc_row_is_refused_not_defaulted(anaconda, tmp_path):
+    from envbuild.errors import UserError
+
+    spec, resolution = conda_resolution(anaconda, os="ubuntu14.04")
+    with pytest.raises(UserError, match="the glibc of OS 'ubuntu14.04' is not recorded"):
+        lock(spec, resolution, None, tmp_path)
+
+
+def test_a_base_of_unknown_os_locks_for_the_default_floor_and_says_so(anaconda, tmp_path):
+    spec, resolution = conda_resolution(anaconda)
+    base = dataclasses.replace(resolution.resolved.base_image, ref="pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+                               os=None)
+    resolution = dataclasses.replace(resolution, resolved=dataclasses.replace(resolution.resolved, base_image=base))
+    result = lock(spec, resolution, None, tmp_path)
+    assert result.notes == ("the OS of the base image pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime is not recorded, "
+                            "so the lock assumes its glibc is 2.28 (the default floor): packages that need a newer "
+                            "glibc are refused, and an OS older than that floor is not detected",)

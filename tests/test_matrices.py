@@ -360,3 +360,29 @@ def test_mig_and_cloud_rows_name_gpus_of_the_gpu_matrix(m):
     for p in m.mig_profiles:
         assert p.name.endswith(f".{p.memory_gb:g}gb") and p.memory_gb <= p.parent_memory_gb
         assert 1 <= p.compute_slices <= p.of_slices
+
+
+def test_every_base_os_has_its_glibc(m):
+    known = {row.os for row in m.target_glibc}
+    assert {row.os for row in m.base_images if row.os} | {row.os for row in m.distribution_pythons} <= known
+    assert {row.os: row.glibc for row in m.target_glibc if row.os in ("ubuntu16.04", "amzn2023")} == {
+        "ubuntu16.04": "2.23", "amzn2023": "2.34"}
+
+
+def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
+    (tmp_path / "base_images.yaml").write_text(
+        "images:\n  - {ref: 'nvidia/cuda:12.4.1-base-ubuntu26.04', family: cuda, os: ubuntu26.04, source: x}\n")
+    (tmp_path / "lock_targets.yaml").write_text("glibc:\n  - {os: ubuntu24.04, glibc: '2.39', source: x}\n")
+    with pytest.raises(matrix.MatrixError, match=r"base_images.yaml:images\[0\]: OS 'ubuntu26.04' has no glibc row"):
+        matrix.load_from(tmp_path, use_cache=False)
+
+
+def test_gpu_host_platforms_are_platforms_with_their_source(m):
+    from envbuild.values import Platform
+
+    limited = [g for g in m.gpus if g.host_platforms]
+    assert len(limited) == 16
+    for g in limited:
+        assert set(g.host_platforms) <= {p.value for p in Platform}, g.name
+        assert g.host and g.host_source, g.name
+    assert all(not g.host and not g.host_source for g in m.gpus if not g.host_platforms)

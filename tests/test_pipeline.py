@@ -114,14 +114,15 @@ def test_the_dockerfile_stage_only_reads_the_lock_folder(tmp_path):
     ref = f"{resolution.resolved.base_image.ref}@{digest}"
     base_record.write(lock_dir, resolution.resolved.base_image.ref, ref.split("@")[0], digest)  # as the pipeline does
     before = _hashes(lock_dir)
-    context = write_context(tmp_path / "ctx", resolution, lock_dir, base=Base(ref, digest))
+    context = write_context(tmp_path / "ctx", resolution, lock_dir, facts=pipeline.context_facts(resolution),
+                            base=Base(ref, digest))
     assert f"FROM {ref} AS install" in context.dockerfile
     record = (context.path / "envbuild" / "image" / "lock" / "base-image.json").read_text()
     assert record == (lock_dir / "base-image.json").read_text()  # the image carries the lock's record ...
     assert json.loads(record)["digest"] == digest
     assert _hashes(lock_dir) == before  # ... and the lock folder is left as it was
 
-    unpinned = write_context(tmp_path / "ctx2", resolution, lock_dir)  # a record of another pin stays out
+    unpinned = write_context(tmp_path / "ctx2", resolution, lock_dir, facts=pipeline.context_facts(resolution))  # a record of another pin stays out
     assert not (unpinned.path / "envbuild" / "image" / "lock" / "base-image.json").exists()
 
 

@@ -382,3 +382,39 @@ def test_arch_conflict_says_why_an_older_cuda_fix_works():
     assert "or CUDA >= 11.0 for code of an older sm_8x architecture, which it runs through binary compatibility" \
         in message
     assert "+cu110" in r.conflicts[0].fixes[0].description
+
+
+def _torch(gpu: str, platform: str = "linux-64") -> Spec:
+    return Spec(frameworks=(FrameworkRequest("pytorch", None),), gpus=(gpu,), driver="580.65.06", platform=platform)
+
+
+@pytest.mark.parametrize("gpu", ["Jetson Nano", "Jetson TX2", "Jetson AGX Xavier", "Jetson Orin Nano",
+                                 "Jetson AGX Thor", "GH200", "GB200", "GB10"])
+def test_a_gpu_of_an_arm_system_is_one_platform_conflict_on_linux_64(gpu):
+    r = resolve(_torch(gpu))
+    (c,) = r.conflicts
+    assert c.kind == "platform_unsupported" and r.resolved is None
+    assert c.message.endswith("so linux-64 builds cannot run on it; set platform: linux-aarch64")
+    assert "aarch64" in c.facts[0].source or "Arm" in c.facts[0].source
+
+
+def test_jetson_nano_names_its_module_and_the_jetson_linux_release_it_was_read_from():
+    (c,) = resolve(_torch("Jetson Nano")).conflicts
+    assert c.message == ("Jetson Nano is the integrated GPU of an Arm (aarch64) Jetson module, so linux-64 builds "
+                         "cannot run on it; set platform: linux-aarch64")
+    assert "t210ref_release_aarch64" in c.facts[0].source
+
+
+def test_the_platform_fix_is_offered_where_the_arm_build_resolves():
+    (c,) = resolve(_torch("Jetson AGX Orin")).conflicts
+    assert [(f.description, f.changes) for f in c.fixes] == [("build for linux-aarch64", {"platform": "linux-aarch64"})]
+
+
+@pytest.mark.parametrize("gpu", ["Jetson AGX Orin", "Jetson Nano", "GH200", "GB10"])
+def test_on_linux_aarch64_the_host_column_changes_nothing(gpu):
+    import dataclasses
+
+    unlimited = dataclasses.replace(M, gpus=tuple(dataclasses.replace(g, host_platforms=()) for g in M.gpus))
+    spec = _torch(gpu, "linux-aarch64")
+    assert resolve(spec) == resolve(spec, unlimited)
+    assert resolve(_torch(gpu), unlimited).verdict != "conflict" or gpu == "Jetson Nano"  # what linux-64 said before

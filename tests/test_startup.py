@@ -137,3 +137,39 @@ def test_matrix_data_version_is_remembered_until_a_file_changes(tmp_path, monkey
     assert changed.version == matrix._read_files(data)[0]
     # the pickle is named by the version and by a checksum of the classes it holds
     assert len(list((tmp_path / "cache" / "envbuild").glob(f"matrices-{changed.version}-gpu*-code*.pickle"))) == 1
+
+
+LOCK_SPEC = """\
+name: train-a100
+frameworks: {pytorch: "2.1.2"}
+cuda: "12.1"
+python: "3.10"
+target: {driver: "535.104.05", gpus: ["A100-80GB"], platform: linux-64}
+installer: conda
+channels: [./channels/pytorch, ./channels/nvidia, ./channels/main]
+"""
+
+
+def test_lock_loads_the_solver_only_to_solve(tmp_path):
+    """`lock` imports py-rattler and asyncio (which drives rattler's coroutines, and brings
+    ssl and sockets) when it solves; `lock --check` compares hashes and needs neither.
+    conda-lock (its models pull in its whole command-line tool) is never imported."""
+    from lock_channels import repodata_channels
+
+    repodata_channels(tmp_path / "channels")
+    (tmp_path / "spec.yaml").write_text(LOCK_SPEC)
+
+    def loaded(*args: str) -> tuple[int, set[str]]:
+        env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True,
+                              cwd=tmp_path, check=True)
+        answer = json.loads(done.stdout.splitlines()[-1])
+        return answer["code"], set(answer["modules"])
+
+    code, solving = loaded("lock", "spec.yaml", "-o", "lock")
+    assert code == 0
+    assert {"rattler", "asyncio"} <= solving
+    assert _hits(solving, ("conda_lock", "pydantic", "docker", "requests")) == []
+    code, checking = loaded("lock", "spec.yaml", "-o", "lock", "--check")
+    assert code == 0
+    assert _hits(checking, ("rattler", "asyncio", "conda_lock", "pydantic")) == []

@@ -87,7 +87,9 @@ def test_rows_written_by_refresh_read_back_unchanged():
 
 
 def test_committed_torch_defaults_agree_with_the_pypi_default_flags():
-    assert refresh.torch_default_findings(M, refresh.rows_of(M), "https://pypi.org/simple") == []
+    from envbuild import frameworks
+
+    assert frameworks.get("pytorch").index_findings(M, refresh.rows_of(M), "https://pypi.org/simple") == []
 
 
 # --- errors: one line, exit 3, credentials masked --------------------------------------------------------
@@ -198,7 +200,9 @@ def test_refresh_of_a_subset_agrees_with_the_committed_data(refreshed):
     assert count == 0, lines
     torch = next(r for r in fresh if r["package"] == "torch")
     assert torch["cuda"] == "12.4"  # nvidia-cuda-runtime-cu12==12.4.127 in its Requires-Dist
-    assert (data / "wheels.diff").read_text().startswith("# envbuild matrix refresh ")
+    report = (data / "wheels.diff").read_text()
+    assert report.startswith("# envbuild matrix refresh ")
+    assert "note     torch 2.5.1:" not in report  # its CUDA was read: no note says otherwise
 
 
 @pytest.mark.network
@@ -243,11 +247,11 @@ def test_resolved_python_has_live_wheels_for_cupy_and_jax():
 
 @pytest.mark.network
 def test_metadata_without_pep658_is_read_from_the_wheel_with_range_requests(tmp_path):
-    from envbuild.matrix import wheels
+    from envbuild.frameworks.pytorch import cuda_of_wheel
 
     ix = pypi.SimpleIndex(pypi.PYPI, cache=tmp_path)
     wheel = next(f for f in ix.files("torch")
                  if f["filename"] == "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
     text = ix.metadata(wheel)  # a ~550 MB wheel: only its zip directory and METADATA are fetched
-    assert wheels.cuda_of_torch(text) == "13.0"
+    assert cuda_of_wheel(text) == "13.0"
     assert pypi.SimpleIndex(pypi.PYPI, cache=tmp_path, offline=True).metadata(wheel) == text

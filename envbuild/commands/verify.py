@@ -36,10 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     import sys
 
+    from envbuild import pipeline
     from envbuild.progress import Progress
 
     report = run_verify(args.image, gpus=args.gpus, expect=_expected(args.expect) if args.expect else None,
-                        timeout=args.timeout, perf=not args.no_perf, progress=Progress(sys.stderr))
+                        facts=pipeline.probe_facts(), timeout=args.timeout, perf=not args.no_perf,
+                        progress=Progress(sys.stderr))
     _answer(args, report.to_json(), lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())

@@ -62,29 +62,10 @@ def catalog_base(resolution: Resolution) -> Base:
     return Base(stack.base_image.ref)
 
 
-def minor_compat_floor(cuda: str | None) -> str | None:
-    """The driver floor minor-version compatibility gives the CUDA major (cuda_driver.yaml)."""
-    if not cuda:
-        return None
-    from envbuild import matrix
-
-    major = int(cuda.split(".")[0])
-    return next((r.floor_linux for r in matrix.load().minor_compat if r.major == major and r.floor_linux), None)
-
-
 def rattler_requirement() -> str:
     from importlib.metadata import version
 
     return f"py-rattler=={version('py-rattler')}"
-
-
-def installer_python_min(installer: str) -> str | None:
-    """The oldest python3 install.py runs on in this mode (matrices: installer_python)."""
-    from envbuild import matrix
-    from envbuild.matrix.lookup import installer_python_min as row_for
-
-    row = row_for(matrix.load(), installer)
-    return row.python_min if row is not None else None
 
 
 def has_pip_wheel(wheelhouse: Path | None) -> bool:
@@ -119,7 +100,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 
 def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: Path | None,
-          extra_lock_files: dict[str, str]) -> None:
+          extra_lock_files: dict[str, str], python_min: str | None) -> None:
     ctx = stage / "envbuild"
     (ctx / "image" / "lock").mkdir(parents=True)
     (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
@@ -159,7 +140,7 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         "installer": lock.installer,
         "prefix": render.PREFIX,
         "rattler": rattler_requirement(),
-        "python_min": installer_python_min(lock.installer),
+        "python_min": python_min,
         "conda": conda,
         "pip_lock": "pip.lock" if pip_lines else None,
         "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
@@ -173,11 +154,13 @@ def check_output(out: Path, resolution: Resolution, lock_dir: Path, *, force: bo
     outputs.guard(out, OWNED, force=force, spec_source=resolution.spec.source, lock_dir=lock_dir)
 
 
-def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
-                  base: Base | None = None, wheelhouse: Path | None = None, force: bool = False) -> BuildContext:
+def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: render.MatrixFacts,
+                  platform: str | None = None, base: Base | None = None, wheelhouse: Path | None = None,
+                  force: bool = False) -> BuildContext:
     """Write the context into `out`, replacing only envbuild's own entries there (a folder
     with other files and no `.envbuild-outputs` record needs `force`). `base` is what FROM
-    names (default: the catalog's reference). The lock folder is only read."""
+    names (default: the catalog's reference); `facts` what the matrices say about this
+    stack (`envbuild.pipeline.context_facts`). The lock folder is only read."""
     stack = resolution.resolved
     if not resolution.ok or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
@@ -203,7 +186,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     base_ref, digest = base.ref, base.digest
     dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
                                                   pip_wheel=has_pip_wheel(wheelhouse), installed=installed,
-                                                  driver_floor=minor_compat_floor(stack.cuda)))
+                                                  facts=facts))
     extra = {}
     if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)
         extra.update(_base_record(lock_dir, digest))
@@ -211,7 +194,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, platform
     with atomic.naming(out):
         stage = outputs.staging(out)
         try:
-            _fill(stage, lock, dockerfile, wheelhouse, extra)
+            _fill(stage, lock, dockerfile, wheelhouse, extra, facts.python_min(lock.installer))
             outputs.replace_owned(out, stage, OWNED)
         finally:
             shutil.rmtree(stage, ignore_errors=True)

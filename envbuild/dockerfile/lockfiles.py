@@ -83,7 +83,7 @@ def parse_conda_lock_yml(path: Path, platform: str) -> tuple[tuple[CondaPackage,
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = folder.read_conda_lockfile(path) or {}
     except yaml.YAMLError as exc:
         raise UserError(f"not valid YAML ({exc.problem})", where=str(path)) from None
     conda, pip = [], []

@@ -4,13 +4,14 @@ The template (`Dockerfiles/template.Dockerfile`) is a plain Dockerfile with `@{n
 placeholders (`string.Template` with `@` as delimiter, so Docker's own `${VAR}` stays
 untouched). Only values are substituted; the structure lives in the template. What differs
 between base families (the opening comment, whether the base brings a python3) is data:
-the `families` table of `matrices/base_images.yaml`.
+the `families` table of `matrices/base_images.yaml`, handed in by the caller as
+`MatrixFacts` with the other values the matrices give.
 """
 from __future__ import annotations
 
 import json
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from envbuild import __version__
 from envbuild.errors import UserError
@@ -87,6 +88,20 @@ class _Template(string.Template):
 
 
 @dataclass(frozen=True)
+class MatrixFacts:
+    """What the Dockerfile stage takes from the matrices. The caller reads them
+    (`envbuild.pipeline.context_facts`) and hands them in, so this stage reads no table."""
+
+    image_python: bool  # the base family's images bring a python3 (nvidia/cuda: none)
+    dockerfile_comment: str  # opens the Dockerfile: the base family's `dockerfile_comment`
+    driver_floor: str | None  # minor-version compatibility's driver floor for the stack's CUDA major
+    installer_python: tuple[tuple[str, str], ...]  # (installer, the oldest python3 install.py runs on in it)
+
+    def python_min(self, installer: str) -> str | None:
+        return dict(self.installer_python).get(installer)
+
+
+@dataclass(frozen=True)
 class RenderInput:
     resolution: Resolution
     installer: str  # conda | pip: what the lock holds
@@ -94,21 +109,10 @@ class RenderInput:
     base_digest: str | None = None
     pip_wheel: bool = False  # the wheelhouse holds a pip wheel: no python3-venv needed
     installed: tuple[tuple[str, str], ...] = ()  # (package, version) from the lock: frameworks, key libraries
-    driver_floor: str | None = None  # minor-version compatibility's driver floor for the stack's CUDA major
+    facts: MatrixFacts = field(kw_only=True)
 
 
 TEMPLATE = DOCKERFILES_DIR / "template.Dockerfile"
-
-
-def base_family(family: str):
-    """The `families` row of the base's family (a `BaseFamily`)."""
-    from envbuild import matrix
-
-    rows = {row.family: row for row in matrix.load().base_families}
-    if family not in rows:
-        raise UserError(f"no Dockerfile data for base family {family!r}",
-                        hint=f"families: {', '.join(sorted(rows))} (matrices/base_images.yaml `families`)")
-    return rows[family]
 
 
 def comment(text: str) -> str:
@@ -184,10 +188,10 @@ def render(data: RenderInput) -> str:
         raise UserError("the resolution chose no base image", hint="set `base` or `base_image` in the spec")
     label_text = " \\\n      ".join(f"{k}={quote(v)}" for k, v in labels(data).items())
     user_env = "".join(f" \\\n    {k}={quote(v)}" for k, v in data.resolution.spec.env)
-    family = base_family(base.family)
+    facts = data.facts
     # A base without its own python3 gets the distribution's in the install stage, and in the
     # final stage too when the pip environment (a venv over it) needs it at run time.
-    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and not family.image_python else ""
+    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and not facts.image_python else ""
     template = _Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         envbuild_version=__version__,
@@ -196,11 +200,11 @@ def render(data: RenderInput) -> str:
         base_ref=data.base_ref,
         base_why=" ".join((base.why or f"{base.family} base").split()),
         prefix=PREFIX,
-        require_cuda=quote(require_cuda(stack, data.driver_floor)),
+        require_cuda=quote(require_cuda(stack, facts.driver_floor)),
         user_env=user_env,
         labels=label_text,
         runtime_python=runtime_python,
-        family_comment=comment(family.dockerfile_comment),
-        install_python="" if family.image_python else install_python(data.pip_wheel),
+        family_comment=comment(facts.dockerfile_comment),
+        install_python="" if facts.image_python else install_python(data.pip_wheel),
         python_check=python_check(data.installer, stack.python, base.ref),
     )

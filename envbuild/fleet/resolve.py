@@ -78,9 +78,10 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     memo: dict[Any, Resolution] = {}
 
     def gpu_class(gpu: str) -> tuple:
-        # what the resolver reads from a GPU: its compute capability and data-center class
+        # what the resolver reads from a GPU: its compute capability, data-center class and
+        # the platforms it can be in (a GH200 is an H100 that only an Arm host carries)
         row = find_gpu(m, gpu)
-        return (row.compute_capability, row.datacenter) if row else (gpu, None)
+        return (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
 
     def cached(s: Spec, rest: Spec) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only

@@ -9,6 +9,7 @@ plugin stays cheap.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
@@ -18,6 +19,15 @@ class Pins(NamedTuple):
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexFields:
+    """What a release's core metadata adds to its `matrices/wheels.yaml` row."""
+
+    fields: dict[str, Any] = field(default_factory=dict)  # further keys of the row (`cuda`, `pins`, `inferred`)
+    notes: tuple[str, ...] = ()  # what could not be read, for the refresh report
+    pinned: dict[str, set[str]] = field(default_factory=dict)  # project -> releases it pins: recorded too
 
 
 class Framework:
@@ -108,6 +118,27 @@ class Framework:
     def index_series(self, m: Any, files: dict) -> dict[str, set[str]]:
         """PyPI project -> the releases on the index of the series its rows name
         (`files`: project -> `envbuild.matrix.wheels.by_version` of its index page)."""
+        return {}
+
+    # PyPI projects whose early releases are sdists only: such a release counts as a pure wheel
+    # for its Requires-Python
+    index_sdist_projects: tuple[str, ...] = ()
+
+    def index_fields(self, m: Any, project: str, version: str, files: list, metadata: Any,
+                     grouped: dict) -> IndexFields | None:
+        """What release `version` of `project` (one of its `index_releases`) records beyond
+        its wheels, read from core metadata; None when nothing. `files`: the release's
+        (file, tags) pairs; `metadata(files)` -> (text, filename) of the first of those
+        files whose metadata the index serves, (None, "") when none; `grouped`: every
+        project read, as `files` of `index_series`."""
+        return None
+
+    def index_findings(self, m: Any, rows: list[dict], index_url: str) -> list[str]:
+        """Where its matrix rows disagree with the `wheels.yaml` rows read from `index_url`."""
+        return []
+
+    def index_newest(self, m: Any) -> dict[str, set[str]]:
+        """PyPI project -> the releases its rows know; newer final releases on the index are reported."""
         return {}
 
     def matrix_columns(self, rows: list, archs: Any, marks: Any) -> tuple[list[str], list[list[str]]]:

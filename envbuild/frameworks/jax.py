@@ -1,7 +1,9 @@
 """JAX: one matrix row per release, with the CUDA majors its plugin wheels are built for."""
 from __future__ import annotations
 
-from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.base import Framework, IndexFields, Pins
+
+_CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 
 
 class Jax(Framework):
@@ -14,6 +16,7 @@ class Jax(Framework):
     conda_packages = ("jaxlib",)
     has_cpu_builds = True
     variant_records = ("jaxlib",)
+    index_sdist_projects = ("jax",)  # early jax releases were published as sdists only
 
     def builds(self, m, minors):
         from envbuild.frameworks.build import Build, _pythons
@@ -71,11 +74,102 @@ class Jax(Framework):
         majors = {major for r in m.jax for major in r.cuda_majors}
         return {"jaxlib"} | {f"jax-cuda{mj}-{kind}" for mj in majors for kind in ("plugin", "pjrt")}
 
+    def index_fields(self, m, project, version, files, metadata, grouped):
+        """`pins`: the artefacts each CUDA extra pins (jaxlib, the CUDA plugin and its PJRT
+        runtime), which are recorded too; guessed and marked `inferred` when the metadata
+        cannot be read."""
+        meta, _filename = metadata([f for f, tags in files if tags is not None])
+        fields, notes = {}, []
+        pins = _extra_pins(m, version, meta, grouped)
+        if not pins:
+            pins = _extra_pins_guessed(m, version, grouped)
+            fields["inferred"] = True
+            notes.append(f"jax {version}: its metadata could not be read; the CUDA extras' artefacts are "
+                         f"taken as the newest jaxlib / plugin releases of {version}'s series up to it")
+        if pins:
+            fields["pins"] = {k: " ".join(f"{n}=={v}" for n, v in sorted(p.items())) for k, p in pins.items()}
+        pinned: dict[str, set[str]] = {}
+        for p in pins.values():
+            for n, v in p.items():
+                pinned.setdefault(n, set()).add(v)
+        return IndexFields(fields, tuple(notes), pinned)
+
+    def index_newest(self, m):
+        return {"jax": {r.version for r in m.jax}}
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "cuda majors", "cuda", "pip extras", "python", "cudnn >=", "driver >=", ""],
                 [[r.version, ",".join(map(str, r.cuda_majors)) or "-", ",".join(f">={c}" for _, c in r.cuda_min) or "?",
                   ",".join(r.pip_extras) or "-", r.python or "?", r.cudnn_min or "?", r.driver_min_linux or "?",
                   marks(r).strip()] for r in rows])
+
+
+def _extra_pins(m, version: str, meta: str | None, grouped: dict) -> dict[str, dict[str, str]]:
+    """extra -> {distribution: release}: for each CUDA extra of the row, the newest release
+    on the index that jax's Requires-Dist admits (what pip installs)."""
+    from envbuild.matrix import wheels as w
+
+    if not meta:
+        return {}
+    row = next(r for r in m.jax if r.version == version)
+    out = {}
+    for extra in row.pip_extras:
+        if any(s in extra for s in _CUDA_EXTRA_SKIP):
+            continue
+        pins = {}
+        for name, spec in requires_of_extra(meta, extra).items():
+            found = [v for v in w.released_versions(grouped.get(name, {})) if spec.contains(v)]
+            exact = [s.version for s in spec if s.operator == "=="]
+            if found or exact:  # an exact pin the index lacks stays: its wheels are elsewhere
+                pins[name] = str(found[-1]) if found else exact[0]
+        if pins:
+            plugin = next((n for n in pins if n.endswith("-plugin")), None)
+            if plugin:  # the plugin pulls its PJRT runtime at the same version
+                pins.setdefault(plugin.replace("-plugin", "-pjrt"), pins[plugin])
+            out[extra] = pins
+    return out
+
+
+def _extra_pins_guessed(m, version: str, grouped: dict) -> dict[str, dict[str, str]]:
+    """jax has always pinned a jaxlib (and plugin) no newer than itself, of its own series."""
+    from packaging.version import Version
+
+    from envbuild.matrix import wheels as w
+
+    row = next(r for r in m.jax if r.version == version)
+    top = Version(version)
+
+    def newest(name: str) -> str | None:
+        found = [v for v in w.released_versions(grouped.get(name, {})) if v <= top and v.release[:2] == top.release[:2]]
+        return str(found[-1]) if found else None
+
+    out = {}
+    for major in row.cuda_majors:
+        pins = {n: v for n in ("jaxlib", f"jax-cuda{major}-plugin", f"jax-cuda{major}-pjrt") if (v := newest(n))}
+        if pins:
+            out[f"cuda{major}"] = pins
+    return out
+
+
+def requires_of_extra(metadata: str, extra: str) -> dict:
+    """What `jax[extra]` asks of the other `jax*` distributions on Linux:
+    {"jaxlib": SpecifierSet("<=0.4.37,>=0.4.36"), ...}. A pin with a local tag
+    (`==0.4.10+cuda12.cudnn89`, wheels outside the index) becomes its public release."""
+    from packaging.specifiers import SpecifierSet
+
+    from envbuild.matrix import wheels as w
+
+    out: dict[str, SpecifierSet] = {}
+    for req in w.requires_dist(metadata):
+        name = req.name.lower().replace("_", "-")
+        if not name.startswith("jax") or name == "jax":
+            continue
+        if req.marker is not None and not req.marker.evaluate({**w.LINUX, "extra": extra}):
+            continue
+        pinned = w.pinned(req.specifier)
+        spec = SpecifierSet(f"=={pinned.public}") if pinned is not None else req.specifier
+        out[name] = out[name] & spec if name in out else spec
+    return out
 
 
 PLUGIN = Jax()

@@ -1,7 +1,13 @@
 """PyTorch: one matrix row per build (pip wheel or conda package) of one CUDA variant."""
 from __future__ import annotations
 
-from envbuild.frameworks.base import Framework, Pins
+import re
+
+from envbuild.frameworks.base import Framework, IndexFields, Pins
+
+_WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack some)
+# the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package
+_CUDA_CARRIERS = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
 
 
 class PyTorch(Framework):
@@ -58,10 +64,78 @@ class PyTorch(Framework):
     def index_releases(self, m):
         return {"torch": {r.version for r in m.pytorch if r.installer == "pip"}}
 
+    def index_fields(self, m, project, version, files, metadata, grouped):
+        """The CUDA runtime the default Linux wheels pin (`cuda`, and `cuda_aarch64` where
+        the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only)."""
+        fields, notes = {}, []
+        for machine, key in (("x86_64", "cuda"), ("aarch64", "cuda_aarch64")):
+            if machine == "aarch64" and version not in {
+                    b.version for b in m.pytorch if b.installer == "pip" and "linux-aarch64" in b.platforms}:
+                continue
+            meta, filename = metadata(_linux_wheels(files, machine))
+            cuda = cuda_of_wheel(meta, machine) if meta else None
+            if cuda:
+                fields[key] = cuda
+            elif files:
+                wheel = "default wheel" if machine == "x86_64" else "aarch64 wheel"
+                notes.append(f"torch {version}: the {wheel}'s CUDA was not read "
+                             f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
+        return IndexFields(fields, tuple(notes))
+
+    def index_findings(self, m, rows, index_url):
+        """Where `pypi_default` in pytorch.yaml disagrees with the CUDA of PyPI's Linux wheels
+        (x86_64 from the `cuda` field, aarch64 from `cuda_aarch64`)."""
+        from packaging.version import Version
+
+        out = []
+        for platform, key in (("linux-64", "cuda"), ("linux-aarch64", "cuda_aarch64")):
+            cuda_of = {r["version"]: r[key] for r in rows if r["package"] == "torch" and r.get(key)}
+            for version, cuda in sorted(cuda_of.items(), key=lambda kv: Version(kv[0])):
+                builds = [b for b in m.pytorch if b.installer == "pip" and b.version == version and platform in b.platforms]
+                if not builds:
+                    continue  # the matrix lists no GPU build of this release for the platform
+                flagged = sorted({b.cuda for b in builds if b.pypi_default}, key=Version)
+                if flagged == [cuda]:
+                    continue
+                have = "flags none" if not flagged else f"flags CUDA {', '.join(flagged)}"
+                known = "" if any(b.cuda == cuda for b in builds) else f" (no CUDA {cuda} row exists)"
+                out.append(f"pytorch.yaml pypi_default: torch {version} {platform} on {index_url} is the CUDA {cuda} "
+                           f"build{known}; the matrix {have}")
+        return out
+
+    def index_newest(self, m):
+        return {"torch": {r.version for r in m.pytorch}}
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"],
                 [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),
                   archs(r.archs) + marks(r)] for r in rows])
+
+
+def _linux_wheels(files: list, machine: str) -> list[dict]:
+    """The Linux wheels for `machine` among a release's (file, tags), cp311 first."""
+    linux = [f for f, tags in files if tags and any("linux" in t.platform and t.platform.endswith(machine) for t in tags)]
+    linux.sort(key=lambda f: ("cp311" not in f["filename"], f["filename"]))
+    return linux[:_WHEEL_TRIES]
+
+
+def cuda_of_wheel(metadata: str, machine: str = "x86_64") -> str | None:
+    """CUDA major.minor of a Linux torch wheel for `machine` from the runtime it pins
+    (`nvidia-cuda-runtime-cu12==12.4.127` -> "12.4", `cuda-toolkit[...]==13.0.2` -> "13.0");
+    None when it pins none (before 1.13 the wheel carried CUDA inside; a CPU-only build)."""
+    from envbuild.matrix import wheels as w
+    from envbuild.values import major_minor
+
+    env = {**w.LINUX, "platform_machine": machine, "extra": ""}
+    for req in w.requires_dist(metadata):
+        if not _CUDA_CARRIERS.match(req.name.lower()):
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        pinned = w.pinned(req.specifier)
+        if pinned is not None:
+            return major_minor(pinned)
+    return None
 
 
 PLUGIN = PyTorch()

@@ -15,6 +15,14 @@ class Rapids(Framework):
     base_family = "rapids"
     conda_packages = ("rapids",)
 
+    @property
+    def pip_name_prefixes(self):
+        # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
+        # rmm-cu12): the set of library names is data (matrices/packages.yaml).
+        from envbuild.package_sets import package_set
+
+        return tuple(f"{name}-cu" for name in package_set("rapids_wheel"))
+
     def builds(self, m, minors):
         from envbuild.frameworks.build import Build, _minors_between
         from envbuild.values import ComputeCapability

@@ -54,6 +54,9 @@ class TensorFlow(Framework):
             plan.setdefault(_wheel_name(r.version), set()).add(r.version)
         return plan
 
+    def index_newest(self, m):
+        return {"tensorflow": {r.version for r in m.tensorflow}}
+
     def matrix_columns(self, rows, archs, marks):
         return (["version", "cuda", "cudnn", "python", "pip extra", "windows gpu", "archs (sm; ptx = PTX)"],
                 [[r.version, r.cuda, r.cudnn or "?", r.python or "?", r.pip_extra or "-", "yes" if r.windows_gpu else "no",

@@ -93,7 +93,10 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
 
-    notes = tuple(dict.fromkeys(lock.note for _, lock in pip_locks if lock.note))
+    from envbuild.lock.virtual import unknown_os_note
+
+    notes = tuple(dict.fromkeys([unknown_os_note(resolution.resolved)] + [lock.note for _, lock in pip_locks]))
+    notes = tuple(n for n in notes if n)
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}

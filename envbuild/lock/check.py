@@ -32,7 +32,7 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
             problems.append(f"{path} is missing")
         else:
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+                data = folder.read_conda_lockfile(path) or {}
             except (yaml.YAMLError, UnicodeDecodeError):
                 data = None
             if not isinstance(data, dict):

@@ -104,9 +104,9 @@ def record_base_image(path: Path, ref: str, digest: str) -> None:
     """Add a pinned base image and its digest to a conda-lock.yml's metadata, so the lock
     names the exact base it was built on. `path` is the copy in a lock folder's staging
     folder (`folder.update`), which replaces the lock as a unit."""
-    import yaml
+    from envbuild.lock.folder import read_conda_lockfile
 
-    document = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    document = read_conda_lockfile(path)
     metadata = document.setdefault("metadata", {})
     custom = dict(metadata.get("custom_metadata") or {})
     custom.update({PREFIX + "base_image": ref, PREFIX + "base_digest": digest})

@@ -9,11 +9,13 @@ avoids the crash seen after several `asyncio.run` calls.
 """
 from __future__ import annotations
 
-import asyncio
 import atexit
 import os
 import time
-from typing import Awaitable, TypeVar
+from typing import TYPE_CHECKING, Awaitable, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 _loop: asyncio.AbstractEventLoop | None = None
@@ -25,6 +27,8 @@ SETTLE_MAX_S = 1.0
 def run(awaitable: Awaitable[T]) -> T:
     global _loop
     if _loop is None or _loop.is_closed():
+        import asyncio  # here, not at import: with ssl and sockets it costs more than the rest of `lock`'s modules
+
         _loop = asyncio.new_event_loop()
     return _loop.run_until_complete(awaitable)
 

@@ -31,12 +31,28 @@ def _targets():
 
 
 def glibc_for(os_label: str | None) -> str:
+    """The glibc of the target OS. An OS without a row is refused rather than given the
+    default floor: a floor above the OS's real glibc locks packages that cannot run there.
+    Only a base whose OS is not known at all (a framework image, an image outside the
+    catalog) gets the default, and the lock says so (`unknown_os_note`)."""
     m = _targets()
-    if os_label:
-        for row in m.target_glibc:
-            if row.os == os_label:
-                return row.glibc
-    return m.target_defaults[0].glibc
+    if not os_label:
+        return m.target_defaults[0].glibc
+    for row in m.target_glibc:
+        if row.os == os_label:
+            return row.glibc
+    raise UserError(f"the glibc of OS {os_label!r} is not recorded, so a lock cannot state the target's C library",
+                    where="matrices/lock_targets.yaml", hint="add a glibc row for it with its source")
+
+
+def unknown_os_note(stack: ResolvedStack) -> str | None:
+    """The lock's note when the base image's OS, and so its glibc, is not known."""
+    if stack.base_image is None or stack.base_image.os:
+        return None
+    default = _targets().target_defaults[0].glibc
+    return (f"the OS of the base image {stack.base_image.ref} is not recorded, so the lock assumes its glibc is "
+            f"{default} (the default floor): packages that need a newer glibc are refused, and an OS older "
+            f"than that floor is not detected")
 
 
 def cuda_for(stack: ResolvedStack) -> str | None:

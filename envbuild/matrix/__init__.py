@@ -20,11 +20,20 @@ from typing import Any
 
 from envbuild import atomic
 from envbuild.matrix import tables as t
+from envbuild.model import FRAMEWORKS
 from envbuild.paths import MATRICES_DIR, cache_dir
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
+
+
+def _framework_tables() -> dict[str, tuple[str, str, type]]:
+    """Each framework's table: attribute and file named for the framework (model.FRAMEWORKS),
+    rows of the type in `tables` that names it."""
+    rows = {row.FRAMEWORK: row for row in vars(t).values() if isinstance(row, type) and getattr(row, "FRAMEWORK", None)}
+    return {name: (f"{name}.yaml", rows[name].ROWS_KEY, rows[name]) for name in FRAMEWORKS}
+
 
 # attribute name -> (file, table key in that file, row type)
 TABLES: dict[str, tuple[str, str, type]] = {
@@ -32,11 +41,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "minor_compat": ("cuda_driver.yaml", "minor_version_compatibility", t.MinorCompat),
     "gpus": ("gpus.yaml", "gpus", t.Gpu),
     "cuda_arch": ("cuda_arch.yaml", "toolkits", t.CudaArchSupport),
-    "pytorch": ("pytorch.yaml", "builds", t.TorchBuild),
-    "tensorflow": ("tensorflow.yaml", "builds", t.TfBuild),
-    "jax": ("jax.yaml", "releases", t.JaxRelease),
-    "rapids": ("rapids.yaml", "releases", t.RapidsRelease),
-    "cupy": ("cupy.yaml", "packages", t.CupyPackage),
+    **_framework_tables(),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
@@ -66,6 +71,7 @@ class Matrices:
     minor_compat: tuple[t.MinorCompat, ...] = ()
     gpus: tuple[t.Gpu, ...] = ()
     cuda_arch: tuple[t.CudaArchSupport, ...] = ()
+    # the frameworks' tables, one per name of model.FRAMEWORKS (typed fields: the plugins read `m.<table>`)
     pytorch: tuple[t.TorchBuild, ...] = ()
     tensorflow: tuple[t.TfBuild, ...] = ()
     jax: tuple[t.JaxRelease, ...] = ()
@@ -166,9 +172,23 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
         rows = documents.get(filename, {}).get(key) or []
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
+    _check_every_os_has_glibc(tables)
     from envbuild.matrix.gpu_match import build_index
 
     return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
+
+
+def _check_every_os_has_glibc(tables: dict[str, tuple]) -> None:
+    """A lock states the target's C library (__glibc) from the base image's OS; an OS
+    without a glibc row would silently be locked for the default floor instead, so such
+    data does not load."""
+    known = {row.os for row in tables["target_glibc"]}
+    for table in ("base_images", "distribution_pythons"):
+        filename, key, _ = TABLES[table]
+        for i, row in enumerate(tables[table]):
+            if row.os and row.os not in known:
+                raise MatrixError(f"{filename}:{key}[{i}]: OS {row.os!r} has no glibc row in lock_targets.yaml "
+                                  f"(add its glibc with a source, so that locks for it state the right __glibc)")
 
 
 def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:

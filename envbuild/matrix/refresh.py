@@ -1,16 +1,17 @@
 """Rebuild `matrices/wheels.yaml` from the package index and say what changed.
 
 Which releases are read comes from the other matrices (only releases they know, so the
-file stays small): PyTorch pip rows (`torch`), TensorFlow rows (`tensorflow`, and
-`tensorflow-gpu` before 2.1), JAX rows (`jax`, plus the `jaxlib`, `jax-cudaNN-plugin` and
-`jax-cudaNN-pjrt` releases each CUDA extra pins), every release published under a CuPy
-wheel name of `cupy.yaml`, and the `cudf-cuNN` / `cuml-cuNN` releases of each RAPIDS row.
-The result is compared with the committed file and with the `pypi_default` flags of
-`pytorch.yaml`; disagreements make `--check` fail.
+file stays small), through each framework plugin's `index_*` hooks
+(`envbuild/frameworks/base.py`): the projects and releases its rows name, what a release's
+core metadata adds to its row (a default wheel's CUDA, the artefacts an extra pins, which
+are recorded too), and where its rows disagree with what was read. The plugins are handed
+in by the command, so the matrix package imports no framework. Disagreements make
+`--check` fail.
 """
 from __future__ import annotations
 
 import datetime
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,6 @@ HEADER = """\
 # cuda / cuda_aarch64 (torch) = the CUDA runtime the Linux x86_64 / aarch64 wheel pins in its Requires-Dist;
 # pins (jax) = the artefacts each CUDA extra pins in jax's Requires-Dist.
 """
-_CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
-_TORCH_TRIES = 8  # Linux x86_64 wheels to try for PEP 658 metadata (a mirror may lack some)
 
 
 @dataclass
@@ -40,80 +39,76 @@ class Result:
     metadata_files: int = 0
 
 
+class _Metadata:
+    """`metadata(files)` for the plugins: the core metadata of the first of `files` the
+    index serves, counting the files read."""
+
+    def __init__(self, index) -> None:
+        self.index, self.read, self._lock = index, 0, threading.Lock()
+
+    def __call__(self, files: list[dict]) -> tuple[str | None, str]:
+        for f in files:
+            text = self.index.metadata(f)
+            if text is not None:
+                with self._lock:
+                    self.read += 1
+                return text, f["filename"]
+        return None, ""
+
+
 def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int = 8) -> Result:
     """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`);
-    `plugins` (`envbuild.frameworks.all()`) say which projects and releases."""
+    `plugins` (`envbuild.frameworks.all()`) say which projects and releases, and read
+    their own fields from the releases' metadata."""
     from envbuild.matrix.lookup import pythons
 
     known = pythons(m)
     today = today or datetime.date.today().isoformat()
+    owner = {project: plugin for plugin in plugins for project in plugin.index_releases(m)}
     plan = _plan(m, plugins)
     names = sorted(set(plan) | _projects(m, plugins))
+    sdist_only = {p for plugin in plugins for p in plugin.index_sdist_projects}
+    metadata = _Metadata(index)
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
         grouped = {name: w.by_version(f) for name, f in files.items()}
         plan.update(_series_plan(m, grouped, plugins))
-        torch_versions = sorted(plan.get("torch", set()), key=Version)
-        torch_meta = dict(zip(torch_versions, pool.map(lambda v: _torch_metadata(index, grouped["torch"], v), torch_versions)))
-        # aarch64 only where the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only
-        arm_versions = sorted({b.version for b in m.pytorch if b.installer == "pip" and "linux-aarch64" in b.platforms},
-                              key=Version)
-        torch_arm = dict(zip(arm_versions, pool.map(
-            lambda v: _torch_metadata(index, grouped["torch"], v, "aarch64"), arm_versions)))
-        jax_versions = sorted(plan.get("jax", set()), key=Version)
-        jax_meta = dict(zip(jax_versions, pool.map(lambda v: _pure_metadata(index, grouped["jax"], v), jax_versions)))
-    result = Result(rows=[], projects=len(names),
-                    metadata_files=sum(1 for x in (*torch_meta.values(), *torch_arm.values(), *jax_meta.values()) if x[0]))
+        releases = [(p, v) for p in sorted(plan) for v in sorted(plan[p], key=Version)]
+        read_fields = dict(zip(releases, pool.map(lambda pv: owner[pv[0]].index_fields(
+            m, pv[0], pv[1], grouped[pv[0]].get(Version(pv[1]), ()), metadata, grouped) if pv[0] in owner else None,
+            releases)))
+    result = Result(rows=[], projects=len(names), metadata_files=metadata.read)
 
     def row(package: str, version: str, **extra) -> dict | None:
-        found = w.summarize(grouped[package], version, known, pure=package == "jax")
+        found = w.summarize(grouped[package], version, known, pure=package in sdist_only)
         if not found:
             return None
         return {"package": package, "version": version, "read": today,
                 "wheels": {p: " ".join(pys) for p, pys in found.items()}, **extra,
                 "source": f"{index.public_url}/{package}/"}
 
-    jax_pins: dict[str, set[str]] = {}
-    for package in sorted(plan):
-        for version in sorted(plan[package], key=Version):
-            extra: dict = {}
-            if package == "torch":
-                meta, filename = torch_meta[version]
-                cuda = w.cuda_of_torch(meta) if meta else None
-                if cuda:
-                    extra["cuda"] = cuda
-                arm_meta = torch_arm.get(version, (None, ""))[0]
-                arm = w.cuda_of_torch(arm_meta, "aarch64") if arm_meta else None
-                if arm:
-                    extra["cuda_aarch64"] = arm
-                elif Version(version) in grouped["torch"]:
-                    result.notes.append(f"torch {version}: the default wheel's CUDA was not read "
-                                        f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
-            if package == "jax":
-                meta, _f = jax_meta[version]
-                pins = _jax_pins(m, version, meta, grouped)
-                if not pins:
-                    pins = _jax_pins_guessed(m, version, grouped)
-                    extra["inferred"] = True
-                    result.notes.append(f"jax {version}: its metadata could not be read; the CUDA extras' artefacts are "
-                                        f"taken as the newest jaxlib / plugin releases of {version}'s series up to it")
-                if pins:
-                    extra["pins"] = {k: " ".join(f"{n}=={v}" for n, v in sorted(p.items())) for k, p in pins.items()}
-                for p in pins.values():
-                    for n, v in p.items():
-                        jax_pins.setdefault(n, set()).add(v)
-            made = row(package, version, **extra)
-            if made is None:
-                result.notes.append(f"{package} {version}: no wheel on {index.public_url}")
-            else:
-                result.rows.append(made)
-    for package in sorted(jax_pins):
-        for version in sorted(jax_pins[package], key=Version):
+    pinned: dict[str, set[str]] = {}
+    for package, version in releases:
+        extra: dict = {}
+        fields = read_fields[package, version]
+        if fields is not None:
+            extra.update(fields.fields)
+            result.notes += fields.notes
+            for name, versions in fields.pinned.items():
+                pinned.setdefault(name, set()).update(versions)
+        made = row(package, version, **extra)
+        if made is None:
+            result.notes.append(f"{package} {version}: no wheel on {index.public_url}")
+        else:
+            result.rows.append(made)
+    for package in sorted(pinned):  # what the releases pin, e.g. jax's jaxlib and CUDA plugins
+        for version in sorted(pinned[package], key=Version):
             made = row(package, version)
             if made is not None:
                 result.rows.append(made)
-    result.findings += torch_default_findings(m, result.rows, index.public_url)
-    result.notes += _new_releases(m, grouped)
+    for plugin in plugins:
+        result.findings += plugin.index_findings(m, result.rows, index.public_url)
+    result.notes += _new_releases(m, grouped, plugins)
     return result
 
 
@@ -139,93 +134,10 @@ def _projects(m: Matrices, plugins) -> set[str]:
     return {n for plugin in plugins for n in plugin.index_projects(m)}
 
 
-def _torch_metadata(index, grouped: dict, version: str, machine: str = "x86_64") -> tuple[str | None, str]:
-    """Core metadata of a default Linux torch wheel of `version` for `machine` (cp311 first)."""
-    linux = [f for f, tags in grouped.get(Version(version), ())
-             if tags and any("linux" in t.platform and t.platform.endswith(machine) for t in tags)]
-    linux.sort(key=lambda f: ("cp311" not in f["filename"], f["filename"]))
-    for f in linux[:_TORCH_TRIES]:
-        text = index.metadata(f)
-        if text is not None:
-            return text, f["filename"]
-    return None, ""
-
-
-def _pure_metadata(index, grouped: dict, version: str) -> tuple[str | None, str]:
-    for f, tags in grouped.get(Version(version), ()):
-        if tags is not None:
-            text = index.metadata(f)
-            if text is not None:
-                return text, f["filename"]
-    return None, ""
-
-
-def _jax_pins(m: Matrices, version: str, meta: str | None, grouped: dict) -> dict[str, dict[str, str]]:
-    """extra -> {distribution: release}: for each CUDA extra of the row, the newest release
-    on the index that jax's Requires-Dist admits (what pip installs)."""
-    if not meta:
-        return {}
-    row = next(r for r in m.jax if r.version == version)
-    out = {}
-    for extra in row.pip_extras:
-        if any(s in extra for s in _CUDA_EXTRA_SKIP):
-            continue
-        pins = {}
-        for name, spec in w.extra_pins(meta, extra).items():
-            found = [v for v in w.released_versions(grouped.get(name, {})) if spec.contains(v)]
-            exact = [s.version for s in spec if s.operator == "=="]
-            if found or exact:  # an exact pin the index lacks stays: its wheels are elsewhere
-                pins[name] = str(found[-1]) if found else exact[0]
-        if pins:
-            plugin = next((n for n in pins if n.endswith("-plugin")), None)
-            if plugin:  # the plugin pulls its PJRT runtime at the same version
-                pins.setdefault(plugin.replace("-plugin", "-pjrt"), pins[plugin])
-            out[extra] = pins
-    return out
-
-
-def _jax_pins_guessed(m: Matrices, version: str, grouped: dict) -> dict[str, dict[str, str]]:
-    """jax has always pinned a jaxlib (and plugin) no newer than itself, of its own series."""
-    row = next(r for r in m.jax if r.version == version)
-    top = Version(version)
-
-    def newest(name: str) -> str | None:
-        found = [v for v in w.released_versions(grouped.get(name, {})) if v <= top and v.release[:2] == top.release[:2]]
-        return str(found[-1]) if found else None
-
-    out = {}
-    for major in row.cuda_majors:
-        pins = {n: v for n in ("jaxlib", f"jax-cuda{major}-plugin", f"jax-cuda{major}-pjrt") if (v := newest(n))}
-        if pins:
-            out[f"cuda{major}"] = pins
-    return out
-
-
 # --- comparisons ---------------------------------------------------------------------------------
-def torch_default_findings(m: Matrices, rows: list[dict], index_url: str) -> list[str]:
-    """Where `pypi_default` in pytorch.yaml disagrees with the CUDA of PyPI's Linux wheels
-    (x86_64 from the `cuda` field, aarch64 from `cuda_aarch64`)."""
+def _new_releases(m: Matrices, grouped: dict[str, dict], plugins) -> list[str]:
     out = []
-    for platform, key in (("linux-64", "cuda"), ("linux-aarch64", "cuda_aarch64")):
-        cuda_of = {r["version"]: r[key] for r in rows if r["package"] == "torch" and r.get(key)}
-        for version, cuda in sorted(cuda_of.items(), key=lambda kv: Version(kv[0])):
-            builds = [b for b in m.pytorch if b.installer == "pip" and b.version == version and platform in b.platforms]
-            if not builds:
-                continue  # the matrix lists no GPU build of this release for the platform
-            flagged = sorted({b.cuda for b in builds if b.pypi_default}, key=Version)
-            if flagged == [cuda]:
-                continue
-            have = "flags none" if not flagged else f"flags CUDA {', '.join(flagged)}"
-            known = "" if any(b.cuda == cuda for b in builds) else f" (no CUDA {cuda} row exists)"
-            out.append(f"pytorch.yaml pypi_default: torch {version} {platform} on {index_url} is the CUDA {cuda} "
-                       f"build{known}; the matrix {have}")
-    return out
-
-
-def _new_releases(m: Matrices, grouped: dict[str, dict]) -> list[str]:
-    out = []
-    known = {"torch": {r.version for r in m.pytorch}, "jax": {r.version for r in m.jax},
-             "tensorflow": {r.version for r in m.tensorflow}}
+    known = {name: versions for plugin in plugins for name, versions in plugin.index_newest(m).items()}
     for name, versions in known.items():
         newest = max((Version(v) for v in versions), default=None)
         later = [str(v) for v in w.released_versions(grouped.get(name, {})) if newest is not None and v > newest]

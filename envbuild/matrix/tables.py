@@ -10,10 +10,16 @@ as strings in the form the source uses; use `packaging.version.Version` /
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class Row:
+    # A framework's table (matrices/<FRAMEWORK>.yaml, the list under ROWS_KEY) names the
+    # framework here; the loader derives its entry from envbuild.model.FRAMEWORKS
+    FRAMEWORK: ClassVar[str | None] = None
+    ROWS_KEY: ClassVar[str] = ""
+
     source: str = ""
     inferred: bool = False
     secondary: bool = False
@@ -51,6 +57,11 @@ class Gpu(Row):
     architecture: str = ""  # "Ampere"
     datacenter: bool | None = None  # forward compatibility (cuda-compat) works only on these
     memory_gb: int | None = None  # board memory, only where the name or a cited source states it; None = not read
+    # the only platforms the GPU can be in (a Jetson module's or a Grace superchip's Arm CPU);
+    # () = not limited. `host` says what it is part of, `host_source` where that was read.
+    host_platforms: tuple[str, ...] = ()
+    host: str = ""
+    host_source: str = ""
 
 
 # --- matrices/cuda_arch.yaml --------------------------------------------------------------
@@ -67,6 +78,9 @@ class CudaArchSupport(Row):
 @dataclass(frozen=True)
 class TorchBuild(Row):
     """One published GPU build of PyTorch: a version for one CUDA variant on one installer."""
+
+    FRAMEWORK = "pytorch"
+    ROWS_KEY = "builds"
 
     version: str = ""  # "1.6.0"
     installer: str = ""  # "pip" | "conda"
@@ -87,6 +101,9 @@ class TorchBuild(Row):
 # --- matrices/tensorflow.yaml ---------------------------------------------------------------
 @dataclass(frozen=True)
 class TfBuild(Row):
+    FRAMEWORK = "tensorflow"
+    ROWS_KEY = "builds"
+
     version: str = ""  # "2.15.0"
     python: str | None = None  # ">=3.9,<3.12"
     cuda: str = ""  # "12.2"
@@ -102,6 +119,9 @@ class TfBuild(Row):
 # --- matrices/jax.yaml ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class JaxRelease(Row):
+    FRAMEWORK = "jax"
+    ROWS_KEY = "releases"
+
     version: str = ""  # "0.4.31"
     python: str | None = None  # ">=3.10"
     cuda_majors: tuple[int, ...] = ()  # CUDA plugin majors published for it: (12,) / (12, 13)
@@ -117,6 +137,9 @@ class JaxRelease(Row):
 # --- matrices/rapids.yaml --------------------------------------------------------------------
 @dataclass(frozen=True)
 class RapidsRelease(Row):
+    FRAMEWORK = "rapids"
+    ROWS_KEY = "releases"
+
     version: str = ""  # "24.02"
     python: tuple[str, ...] = ()  # ("3.9", "3.10", "3.11")
     cuda_major: int = 0  # one row per CUDA major the release supports
@@ -130,6 +153,9 @@ class RapidsRelease(Row):
 # --- matrices/cupy.yaml -------------------------------------------------------------------
 @dataclass(frozen=True)
 class CupyPackage(Row):
+    FRAMEWORK = "cupy"
+    ROWS_KEY = "packages"
+
     package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"; conda package: "cupy"
     cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
     cuda_min: str = ""  # toolkit range the package runs with

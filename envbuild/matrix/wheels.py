@@ -1,5 +1,5 @@
-"""What a release's wheel files say: the Pythons and platforms it can be installed on,
-the CUDA build of PyTorch's default Linux wheel, and the artefacts a JAX extra pins.
+"""What a release's wheel files say: the Pythons and platforms it can be installed on, and
+the requirements its core metadata lists (a framework plugin reads its own fields from them).
 
 Pure functions over an index's file list and core metadata (see `envbuild.pypi`); the
 rows they make are written to `matrices/wheels.yaml` by `envbuild matrix refresh`.
@@ -15,7 +15,6 @@ from packaging.version import InvalidVersion, Version
 # functions that read an index: the resolver imports this module for `pythons_on` only.
 
 from envbuild.model import PLATFORMS  # envbuild's platform names, in the order rows list them
-from envbuild.values import major_minor
 
 
 def tag_platforms(tag: str) -> tuple[str, ...]:
@@ -141,45 +140,11 @@ def requires_dist(metadata: str) -> list:
     return out
 
 
-_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"}
-# the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package
-_CUDA_CARRIERS = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
+# the environment markers of a Linux x86_64 install, for Requires-Dist
+LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"}
 
 
-def cuda_of_torch(metadata: str, machine: str = "x86_64") -> str | None:
-    """CUDA major.minor of a Linux torch wheel for `machine` from the runtime it pins
-    (`nvidia-cuda-runtime-cu12==12.4.127` -> "12.4", `cuda-toolkit[...]==13.0.2` -> "13.0");
-    None when it pins none (before 1.13 the wheel carried CUDA inside; a CPU-only build)."""
-    env = {**_LINUX, "platform_machine": machine, "extra": ""}
-    for req in requires_dist(metadata):
-        if not _CUDA_CARRIERS.match(req.name.lower()):
-            continue
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        pinned = _pinned(req.specifier)
-        if pinned is not None:
-            return major_minor(pinned)
-    return None
-
-
-def extra_pins(metadata: str, extra: str) -> dict[str, SpecifierSet]:
-    """What `jax[extra]` asks of the other `jax*` distributions on Linux:
-    {"jaxlib": SpecifierSet("<=0.4.37,>=0.4.36"), ...}. A pin with a local tag
-    (`==0.4.10+cuda12.cudnn89`, wheels outside the index) becomes its public release."""
-    out: dict[str, SpecifierSet] = {}
-    for req in requires_dist(metadata):
-        name = req.name.lower().replace("_", "-")
-        if not name.startswith("jax") or name == "jax":
-            continue
-        if req.marker is not None and not req.marker.evaluate({**_LINUX, "extra": extra}):
-            continue
-        pinned = _pinned(req.specifier)
-        spec = SpecifierSet(f"=={pinned.public}") if pinned is not None else req.specifier
-        out[name] = out[name] & spec if name in out else spec
-    return out
-
-
-def _pinned(spec: SpecifierSet) -> Version | None:
+def pinned(spec: SpecifierSet) -> Version | None:
     """The one version `spec` admits: `==X` or `>=X,<=X`; None for a range."""
     eq = [s.version for s in spec if s.operator in ("==", "===") and not s.version.endswith(".*")]
     if eq:

@@ -105,6 +105,8 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
     for p in found:
         hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
+    # A GPU on the wrong platform makes every build's own verdict moot: it is the one conflict.
+    a.problems = host_platform_problems(req) or a.problems
     choice = None
     if not a.problems:
         choice, apart = combine(outcomes, req, ix)
@@ -131,6 +133,23 @@ def unknown_facts(req: Request, ix: Index) -> list[Problem]:
         out.append(Problem("unknown_fact",
                            f"{name}'s +{label} label names no CUDA build the matrix knows, so envbuild judged the public "
                            f"release; state the build's CUDA with --cuda (e.g. --cuda 12.1)", framework=name, soft=True))
+    return out
+
+
+def host_platform_problems(req: Request) -> list[Problem]:
+    """A GPU that exists only inside one kind of system (a Jetson module, a Grace superchip)
+    runs nothing built for another platform, whatever the framework build."""
+    out = []
+    for g in req.gpus:
+        row = g.row
+        if row is None or not row.host_platforms or req.platform in row.host_platforms:
+            continue
+        out.append(Problem(
+            "platform_unsupported",
+            f"{row.name} is {row.host}, so {req.platform} builds cannot run on it; "
+            f"set platform: {row.host_platforms[0]}",
+            facts=(Fact(f"{row.name}: {row.host}", source=row.host_source),),
+            hints={"platform": row.host_platforms[0]}))
     return out
 
 

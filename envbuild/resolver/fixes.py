@@ -75,6 +75,9 @@ def _candidates(spec: Spec, p: Problem, a):
     kind = p.kind
     outcome = next((o for o in a.outcomes if o.name == p.framework), None)
     nearest = outcome.nearest if outcome is not None else None
+    if kind == "platform_unsupported" and p.hints.get("platform"):
+        yield f"build for {p.hints['platform']}", {"platform": p.hints["platform"]}
+        return
     if kind == "platform_unsupported":
         where = "under WSL2 on this Windows host" if spec.platform.startswith("win") else "on a Linux host with an NVIDIA GPU"
         yield f"build for linux-64 and run it {where}", {"platform": "linux-64"}

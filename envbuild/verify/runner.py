@@ -3,7 +3,7 @@
 The probe file is copied into the container (so the report always has this envbuild's
 format, whatever probe the image carries), the image's labels and what the caller expects
 (`Expectations`, derived from a resolved spec) are passed in, and the matrices' peak
-figures and driver floors as facts.
+figures and driver floors as facts (`ProbeFacts`, read by the caller).
 When Docker cannot give the container a GPU (no NVIDIA runtime or CDI on this host), the
 probe still runs without one: its static checks pass or fail on their merits and its GPU
 checks fail with "no GPU visible", so the verdict is never a silent pass.
@@ -102,13 +102,13 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None = None, *, client=None,
-               timeout: int = 900, perf: bool = True, progress=None) -> Report:
+def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None = None, *, facts: ProbeFacts,
+               client=None, timeout: int = 900, perf: bool = True, progress=None) -> Report:
     """Verify IMAGE on this host's GPUs.
 
     gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
     run without a GPU. expect: what the image should hold; None uses the image's envbuild
-    labels only.
+    labels only. facts: what the matrices tell the probe (`envbuild.pipeline.probe_facts()`).
     Raises EnvironmentProblem when the Docker engine is unreachable, UserError for an
     unknown image; every other problem becomes a failed check in the report.
     """
@@ -116,7 +116,7 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
     docker_client = client or _docker_client()
     img = _get_image(docker_client, image)
     labels = dict(img.labels or {})
-    payload = {"expect": expect.to_probe() if expect else {}, "facts": matrix_facts(), "labels": labels}
+    payload = {"expect": expect.to_probe() if expect else {}, "facts": facts.to_probe(), "labels": labels}
     runner_checks: list[dict[str, Any]] = []
     request = _device_requests(gpus) if gpus else None
     result = _run_probe(docker_client, image, payload, request, timeout, perf, progress)
@@ -249,13 +249,25 @@ def _run_probe(client, image: str, payload: dict, device_requests, timeout: int,
 
 
 # --- what the probe is told ----------------------------------------------------------------------
-def matrix_facts() -> dict[str, Any]:
-    """Peak figures, minor-version driver floors and data-center GPUs from envbuild's matrices."""
-    import yaml
+@dataclass(frozen=True)
+class ProbeFacts:
+    """What the probe cannot know and envbuild's matrices say (probe.py `facts`): peak
+    figures, minor-version driver floors, data-center GPUs, GPU aliases. The caller reads
+    them (`envbuild.pipeline.probe_facts`), so verification reads no table."""
 
-    from envbuild.paths import MATRICES_DIR
+    peaks: tuple[dict[str, Any], ...] = ()
+    minor_compat_floors: dict[str, str] = field(default_factory=dict)  # CUDA major -> driver floor
+    datacenter_gpus: tuple[str, ...] = ()
+    gpu_aliases: dict[str, list[str]] = field(default_factory=dict)
 
-    return probe_module.facts_from_matrices(str(MATRICES_DIR), yaml.safe_load)
+    @classmethod
+    def from_probe(cls, facts: dict[str, Any]) -> ProbeFacts:
+        return cls(tuple(facts.get("peaks") or ()), dict(facts.get("minor_compat_floors") or {}),
+                   tuple(facts.get("datacenter_gpus") or ()), dict(facts.get("gpu_aliases") or {}))
+
+    def to_probe(self) -> dict[str, Any]:
+        return {"peaks": list(self.peaks), "minor_compat_floors": dict(self.minor_compat_floors),
+                "datacenter_gpus": list(self.datacenter_gpus), "gpu_aliases": dict(self.gpu_aliases)}
 
 
 @dataclass(frozen=True)
