@@ -36,6 +36,7 @@ class Analysis:
     warnings: list[Problem] = field(default_factory=list)
     stack: ResolvedStack | None = None
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
+    verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
 def resolve(spec: Spec, matrices=None) -> Resolution:

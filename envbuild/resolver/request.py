@@ -146,6 +146,16 @@ def _pin(text: str, cuda: str) -> CudaPin:
 
 
 def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
+    # memoised per text: a fleet's joint request and the specs its fixes try name the same
+    # hundred GPUs, and equal requests then hold the same Gpu values
+    key = ("gpu", text)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _read_gpu(text, ix)
+    return found
+
+
+def _read_gpu(text: str, ix: Index) -> Gpu:
     row = ix.gpu(text)
     if row is not None:
         cc = ComputeCapability.parse(row.compute_capability)
