@@ -189,9 +189,10 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     releases first): first keeping every other pin, then also letting go of the CUDA pin,
     then of the installer."""
     # The moves do not depend on the conflict, and one framework may have dozens of
-    # conflicts (a fleet's joint request, one per GPU): they are searched once per analysis.
+    # conflicts (a fleet's joint request, one per GPU): they are searched once per analysis
+    # and spec (an equal one: each candidate of a fix search makes its own Spec object).
     found = a.version_moves.get(outcome.name)
-    if found is None or found[0] is not spec or found[1] is not nearest:
+    if found is None or found[1] is not nearest or found[0] != spec:
         found = a.version_moves[outcome.name] = (spec, nearest, list(_search_versions(spec, a, outcome, nearest)))
     yield from found[2]
 
