@@ -61,10 +61,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.nearest = candidates[0]
             return out
         candidates = mine
-    # rows per platform (PyTorch's Windows wheels): where some build lists the platform, those decide
-    on_platform = [b for b in candidates if req.platform in b.platforms]
-    if on_platform and len(on_platform) < len(candidates):
-        candidates = on_platform
+    candidates = _on_platform(candidates, req.platform, ix)
     strict = req.spec.strict
     scored = []
     # the kinds of the problems decide; only the nearest build's are written below
@@ -108,6 +105,17 @@ def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index)
         if not candidates:
             candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
         found = ix.memo[key] = (candidates, stand_in)
+    return found
+
+
+def _on_platform(candidates: list[Build], platform: str, ix: Index) -> list[Build]:
+    """Rows per platform (PyTorch's Windows wheels): where some build lists the platform,
+    those decide. Memoised: the targets of a fleet ask the same."""
+    key = ("on platform", tuple(candidates), platform)
+    found = ix.memo.get(key)
+    if found is None:
+        on_platform = [b for b in candidates if platform in b.platforms]
+        found = ix.memo[key] = on_platform if on_platform and len(on_platform) < len(candidates) else candidates
     return found
 
 
