@@ -83,25 +83,27 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
         row = find_gpu(m, gpu)
         return (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
 
-    def cached(s: Spec, rest: Spec) -> Resolution:
+    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
-        # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is `s`
-        # without its GPUs and driver, the same for every target of a platform.
-        key = (rest, s.driver, tuple(gpu_class(g) for g in s.gpus))
-        if key not in memo:
-            memo[key] = resolve(s, m)
-        return memo[key]
+        # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is the spec
+        # without its GPUs and driver, the same for every target of a platform; `make()`
+        # writes the whole spec, only when it is resolved.
+        key = (rest, driver, tuple(gpu_class(g) for g in gpus))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = resolve(make(), m)
+        return found
 
     joints, results = [], []
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
         joint_spec = _joint_spec(spec, group)
-        joint = cached(joint_spec, _without_target(joint_spec))
+        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec)
         joints.append(joint)
         pinned = _pin(spec, joint) if joint.ok else spec
         rest = _without_target(_target_spec(pinned, group[0]))
         for t in group:
-            res = cached(_target_spec(pinned, t), rest)
+            res = cached(rest, t.driver, (t.gpu,), lambda: _target_spec(pinned, t))  # noqa: B023 - called at once
             r = TargetResult(t, res, list(res.conflicts), list(res.warnings))
             if not joint.ok and res.ok:
                 r.alone_choice = _choice(res)
