@@ -77,11 +77,17 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     m = matrix.load()
     memo: dict[Any, Resolution] = {}
 
+    classes: dict[str, tuple] = {}
+
     def gpu_class(gpu: str) -> tuple:
         # what the resolver reads from a GPU: its compute capability, data-center class and
-        # the platforms it can be in (a GH200 is an H100 that only an Arm host carries)
-        row = find_gpu(m, gpu)
-        return (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
+        # the platforms it can be in (a GH200 is an H100 that only an Arm host carries);
+        # once per name, as the joint request and every target ask
+        found = classes.get(gpu)
+        if found is None:
+            row = find_gpu(m, gpu)
+            found = classes[gpu] = (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
+        return found
 
     def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
