@@ -81,6 +81,26 @@ def test_cached_parse_equals_a_fresh_parse_and_follows_edits(tmp_path, monkeypat
     assert load_spec(spec).python == "3.11"
 
 
+def test_each_cached_spec_has_its_own_file_and_the_oldest_go_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(parsed_cache, "KEEP", 2)
+    specs = []
+    for i in range(3):
+        spec = tmp_path / f"spec{i}.yaml"
+        spec.write_text(f"name: demo{i}\nframeworks:\n  pytorch: 2.1.{i}\n")
+        specs.append(spec)
+        parse.read_spec_file(spec)
+        entry = parsed_cache._entry_file(parsed_cache._folder(), spec.read_text(), str(spec))
+        os.utime(entry, (1_700_000_000 + i, 1_700_000_000 + i))  # written in this order, whatever the clock
+    folder = Path(parsed_cache._folder())
+    kept = sorted(folder.iterdir())
+    assert len(kept) == 2
+    assert parsed_cache._entry_file(str(folder), specs[0].read_text(), str(specs[0])) not in map(str, kept)
+    for spec in specs[1:]:  # hits come back equal to a fresh parse
+        raw, fresh = parse.read_spec_file(spec), parse.parse_text(spec.read_text(), str(spec))
+        assert (raw.data, raw.locations, raw.texts) == (fresh.data, fresh.locations, fresh.texts)
+
+
 def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
     from envbuild.errors import UserError
 
@@ -93,8 +113,8 @@ def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
     dated = tmp_path / "dated.yaml"
     dated.write_text("name: demo\nwhen: 2024-01-02\n")
     assert str(parse.read_spec_file(dated).data["when"]) == "2024-01-02"
-    cached = parsed_cache._read(parsed_cache._cache_file())
-    assert [source for source, _ in cached] == []  # neither file is stored
+    folder = Path(parsed_cache._folder())
+    assert not folder.exists() or list(folder.iterdir()) == []  # neither file is stored
 
 
 def test_cached_dataclass_code_is_what_python_compiles(tmp_path):

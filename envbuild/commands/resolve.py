@@ -51,9 +51,13 @@ def _run_fleet(spec, args) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
     result = resolve_fleet(spec, targets)
-    import json
+    if args.json:
+        import json
 
-    _write((json.dumps(to_json(result), indent=2) if args.json else render_text(result)) + "\n")
+        text = json.dumps(to_json(result), indent=2)
+    else:
+        text = render_text(result)
+    _write(text + "\n")
     return 0 if result.ok else 1
 
 

@@ -77,28 +77,39 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     m = matrix.load()
     memo: dict[Any, Resolution] = {}
 
+    classes: dict[str, tuple] = {}
+
     def gpu_class(gpu: str) -> tuple:
         # what the resolver reads from a GPU: its compute capability, data-center class and
-        # the platforms it can be in (a GH200 is an H100 that only an Arm host carries)
-        row = find_gpu(m, gpu)
-        return (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
+        # the platforms it can be in (a GH200 is an H100 that only an Arm host carries);
+        # once per name, as the joint request and every target ask
+        found = classes.get(gpu)
+        if found is None:
+            row = find_gpu(m, gpu)
+            found = classes[gpu] = (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
+        return found
 
-    def cached(s: Spec) -> Resolution:
+    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
-        # in the GPU's name (L4 and L40S are both 8.9) get the same answer
-        key = (s.with_changes({"gpus": [], "driver": None}).hash(), s.driver, tuple(gpu_class(g) for g in s.gpus))
-        if key not in memo:
-            memo[key] = resolve(s, m)
-        return memo[key]
+        # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is the spec
+        # without its GPUs and driver, the same for every target of a platform; `make()`
+        # writes the whole spec, only when it is resolved.
+        key = (rest, driver, tuple(gpu_class(g) for g in gpus))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = resolve(make(), m)
+        return found
 
     joints, results = [], []
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
-        joint = cached(_joint_spec(spec, group))
+        joint_spec = _joint_spec(spec, group)
+        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec)
         joints.append(joint)
         pinned = _pin(spec, joint) if joint.ok else spec
+        rest = _without_target(_target_spec(pinned, group[0]))
         for t in group:
-            res = cached(_target_spec(pinned, t))
+            res = cached(rest, t.driver, (t.gpu,), lambda: _target_spec(pinned, t))  # noqa: B023 - called at once
             r = TargetResult(t, res, list(res.conflicts), list(res.warnings))
             if not joint.ok and res.ok:
                 r.alone_choice = _choice(res)
@@ -124,6 +135,13 @@ def _joint_spec(spec: Spec, group: list[Target]) -> Spec:
 
 def _target_spec(spec: Spec, t: Target) -> Spec:
     return spec.with_changes({"gpus": [t.gpu], "driver": t.driver, "platform": t.platform})
+
+
+def _without_target(s: Spec) -> Spec:
+    """`s` without its GPUs and driver: what the targets of a platform share. A Spec is a
+    frozen dataclass, so it is its own memo key (hashing its JSON for each of 100 targets
+    took about 6 ms, and loads OpenSSL)."""
+    return s.with_changes({"gpus": [], "driver": None})
 
 
 def _pin(spec: Spec, joint: Resolution) -> Spec:

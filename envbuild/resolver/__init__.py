@@ -36,6 +36,7 @@ class Analysis:
     warnings: list[Problem] = field(default_factory=list)
     stack: ResolvedStack | None = None
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
+    verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
 def resolve(spec: Spec, matrices=None) -> Resolution:
@@ -255,7 +256,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
     for o in a.outcomes:
         b = choice.builds.get(o.name)
         if b is not None:
-            a.warnings += o.soft.get(id(b), [])
+            a.warnings += o.warnings(b, req, ix)
     python = choice.python or req.python or DEFAULT_PYTHON
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)

@@ -190,6 +190,20 @@ def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None
 
 def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
+    """The base image for `builds`, or the problems that leave none. Memoised on what it
+    reads: the targets of a fleet mostly end on the same builds."""
+    spec = req.spec
+    key = ("base image", req.platform, spec.base_image, spec.base, spec.conda_packages, spec.pip_packages,
+           req.python, req.driver, tuple(builds), cuda, python, installer)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _choose(req, ix, builds, cuda, python, installer)
+    image, problems = found
+    return image, list(problems)
+
+
+def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
+            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
         return None, []
     if req.spec.base_image:
@@ -202,9 +216,7 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
     carrier = next((b for b in builds if _carries(family, b)), None)
     options = []
-    for img, img_cuda in ix.images:
-        if img.family != family or req.platform not in img.platforms or img_cuda is None:
-            continue
+    for img, img_cuda in _family_images(ix, family, req.platform):
         if devel_why and img.flavour not in ("devel", None):
             continue
         if img.flavour == "base" and builds:
@@ -261,6 +273,17 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
     why = f"{family} image with CUDA {img.cuda}" + (f" matching the {carrier.framework} {carrier.version} build" if carrier else "") \
         + f"; {flavour_why}"
     return _choice(img, why), []
+
+
+def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, Version]]:
+    """The catalog's images of `family` for `platform` that state their CUDA, in catalog
+    order (memoised: the 382 rows are mostly of other families)."""
+    key = ("family images", family, platform)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = [(img, img_cuda) for img, img_cuda in ix.images
+                                if img.family == family and platform in img.platforms and img_cuda is not None]
+    return found
 
 
 def _num(v: Version) -> tuple:

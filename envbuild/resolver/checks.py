@@ -14,7 +14,7 @@ from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
-from envbuild.resolver.context import Index, fact, runs_on
+from envbuild.resolver.context import Index, _Lazy, fact, runs_on
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
 from envbuild.versions import parse_version, read_local_label
@@ -58,12 +58,8 @@ def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Prob
 
 
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
-    """No hard problem between build `b` and the request (memoised as `check_build_cached`)."""
-    key = ("passes", id(b), cuda_pin, req.checks_key)
-    found = ix.memo.get(key)
-    if found is None:
-        found = ix.memo[key] = not any(not p.soft for p in _cached(b, req, ix, cuda_pin))
-    return found
+    """No hard problem between build `b` and the request."""
+    return not summaries(req, ix, cuda_pin)[b][0]
 
 
 def _cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
@@ -79,14 +75,18 @@ def _cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
 def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
     """Every link between build `b` and the request; `cuda_pin` is the CUDA the request
     fixes for this framework (the spec's `cuda` or the framework's +cuXYZ label)."""
+    before, after = _host_cached(b, req, ix, cuda_pin)
+    return before + gpu_arch(b, req, ix) + after
+
+
+def _host_cached(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Problem], list[Problem]]:
     # The links other than the GPUs' are memoised apart: the targets of a fleet differ
     # only in their GPUs, so they share them.
     key = ("host", id(b), cuda_pin, req.host_key)
     found = ix.memo.get(key)
     if found is None:
         found = ix.memo[key] = _host_links(b, req, ix, cuda_pin)
-    before, after = found
-    return before + gpu_arch(b, req, ix) + after
+    return found
 
 
 def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Problem], list[Problem]]:
@@ -275,6 +275,158 @@ def gpu_arch(b: Build, req: Request, ix: Index) -> list[Problem]:
     return out
 
 
+# --- The kinds of the problems, without their sentences ----------------------------
+# Choosing among builds needs only the kinds of their problems: a fleet's joint request
+# judges every build on each of its GPUs, and only the nearest build's problems and the
+# chosen build's warnings are read (written by `check_build`).
+
+def summaries(req: Request, ix: Index, cuda_pin) -> dict[Build, tuple[frozenset[str], frozenset[str], bool]]:
+    """build -> what `check_build` finds for it: the kinds of its hard problems, the kinds
+    of its soft ones, and whether one is the unworded `framework_cuda_mismatch` (a build of
+    another variant than the pinned one). One table per what these depend on: the CUDA
+    pin, the host links and the request's distinct compute capabilities."""
+    key = ("summaries", cuda_pin, req.host_key, req.cc_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _Summaries(req, ix, cuda_pin)
+    return found
+
+
+def summaries_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list:
+    """`summaries(req, ix, cuda_pin)[b]` for each of `builds`, in order, worked out once per
+    class of builds with the same host summary and GPU signature (the 258 PyTorch builds
+    on one host fall into a few dozen): the targets of a fleet are resolved one by one."""
+    table = summaries(req, ix, cuda_pin)
+    classes, members = table.classes(builds)
+    per_class = [table.joined_with_gpu(host, signature, b) for host, signature, b in classes]
+    return [per_class[i] for i in members]
+
+
+class _Summaries(dict):
+    """A build's summary joins that of its host links (the same whatever the GPUs) with
+    that of its GPU links (the same for every build of one `_gpu_signature`: the 258
+    PyTorch builds have 47), so each part is worked out once and joined by lookups."""
+
+    def __init__(self, req: Request, ix: Index, cuda_pin):
+        super().__init__()
+        self.req, self.ix, self.cuda_pin = req, ix, cuda_pin
+        self.host = _table(ix, ("host kinds", cuda_pin, req.host_key), lambda b: _host_kinds(b, req, ix, cuda_pin))
+        self.signatures = _table(ix, ("gpu signatures",), lambda b: _gpu_signature(b, ix))
+        self.gpu = _table(ix, ("gpu kinds", req.cc_key), None)  # signature -> kinds
+        self.joined = _table(ix, ("joined kinds",), None)
+
+    def __missing__(self, b: Build):
+        found = self[b] = self.joined_with_gpu(self.host[b], self.signatures[b], b)
+        return found
+
+    def joined_with_gpu(self, host: tuple, signature: tuple, b: Build) -> tuple:
+        """`host` (a host summary) joined with the GPU kinds of `signature`, the signature of `b`."""
+        gpu = self.gpu.get(signature)
+        if gpu is None:
+            gpu = self.gpu[signature] = _gpu_kinds(b, signature, self.req, self.ix)
+        found = self.joined.get((host, gpu))
+        if found is None:
+            found = self.joined[host, gpu] = (host[0] | gpu[0], host[1] | gpu[1], host[2])
+        return found
+
+    def classes(self, builds: list[Build]) -> tuple[list[tuple], list[int]]:
+        """([(host summary, GPU signature, first build)] per class, each build's class), memoised
+        on the builds and the host: every target of a fleet shares them."""
+        key = ("classes", tuple(builds), self.cuda_pin, self.req.host_key)
+        found = self.ix.memo.get(key)
+        if found is None:
+            index: dict = {}
+            members = [index.setdefault((self.host[b], self.signatures[b]), (len(index), b))[0] for b in builds]
+            found = self.ix.memo[key] = ([(host, signature, b) for (host, signature), (_i, b) in index.items()],
+                                         members)
+        return found
+
+
+def _table(ix: Index, key: tuple, make) -> dict:
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = {} if make is None else _Lazy(make)
+    return found
+
+
+def _host_kinds(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[frozenset[str], frozenset[str], bool]:
+    before, after = _host_cached(b, req, ix, cuda_pin)
+    host = before + after
+    hard, soft = _split_kinds(host)
+    return hard, soft, any(p.kind == "framework_cuda_mismatch" and not p.message for p in host)
+
+
+def _gpu_signature(b: Build, ix: Index) -> tuple:
+    """What `gpu_arch`'s verdicts read of a build (its sentences read more): the CUDA, the
+    compiled architectures and lowest GPU, and, where the row states no lowest GPU, the
+    lowest GPUs of its era's rules."""
+    era = families.era_gpu_floors(ix, b.framework, b.v) if b.min_cc is None else None
+    return b.framework, b.cuda, b.archs, b.min_cc, era
+
+
+def _gpu_kinds(b: Build, signature: tuple, req: Request, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
+    """The kinds of `gpu_arch(b, req, ix)`'s (hard problems, soft problems).
+
+    Its loop run over the first GPU of each compute capability finds the same kinds as
+    over all GPUs: a capability seen again before the first hard problem found nothing
+    hard the first time and adds nothing now; after it, only the toolkit's answers are
+    taken, and those have the same kinds for every GPU of a capability."""
+    hard_kinds: set[str] = set()
+    soft_kinds: set[str] = set()
+    hard = False
+    for g in req.first_of_each_cc:
+        key = ("cc kinds", signature, g.cc)
+        found = ix.memo.get(key)
+        if found is None:
+            found = ix.memo[key] = _cc_kinds(b, g, ix)
+        (toolkit_hard, toolkit_soft), (build_hard, build_soft) = found
+        hard_kinds |= toolkit_hard
+        soft_kinds |= toolkit_soft
+        hard = hard or bool(toolkit_hard)
+        if hard:
+            continue
+        hard_kinds |= build_hard
+        soft_kinds |= build_soft
+        hard = bool(build_hard)
+    if b.min_cc is None and req.first_of_each_cc and not hard:
+        era_hard, era_soft = _era_kinds(b, signature[-1], req, ix)
+        hard_kinds |= era_hard
+        soft_kinds |= era_soft
+    return frozenset(hard_kinds), frozenset(soft_kinds)
+
+
+def _era_kinds(b: Build, floors: tuple[str, ...], req: Request, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
+    """The kinds of `gpu_arch`'s era problems, which depend on the era's lowest GPUs and
+    the request's capabilities alone."""
+    key = ("era kinds", floors, req.cc_key)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _split_kinds(families.era_problems(
+            ix, b.framework, b.v, f"{b.framework} {b.version}", _FirstOfEachCc(req), None, gpus_only=True))
+    return found
+
+
+class _FirstOfEachCc:
+    """A request's GPUs as `families.era_problems` reads them, one per compute capability."""
+
+    def __init__(self, req: Request):
+        self.known_gpus = req.first_of_each_cc
+
+
+def _cc_kinds(b: Build, g: Gpu, ix: Index) -> tuple[tuple[frozenset, frozenset], tuple[frozenset, frozenset]]:
+    """((hard, soft) kinds of the toolkit's answer, those of the build's) for GPU `g`: taken
+    from the problems the answers write, once per combination of the verdicts they follow."""
+    key = ("verdict kinds", _toolkit_verdict(b.cuda, g.cc, ix), _archs_verdict(b, g.cc, ix), _below_min_cc(b, g.cc))
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = (_split_kinds(_toolkit_knows(b, g, ix)[0]), _split_kinds(_build_knows(b, g, ix)[0]))
+    return found
+
+
+def _split_kinds(problems: list[Problem]) -> tuple[frozenset[str], frozenset[str]]:
+    return frozenset(p.kind for p in problems if not p.soft), frozenset(p.kind for p in problems if p.soft)
+
+
 # The answers for one build on one GPU depend on nothing else, and a fleet asks them for
 # every build on each of its GPUs in every resolve: they are memoised per (build, GPU),
 # each as (problems, whether one is hard), in two dictionaries per build keyed by the
@@ -288,17 +440,20 @@ def _answers(b: Build, ix: Index) -> tuple[dict, dict]:
 
 
 def _toolkit_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
-    # whether CUDA b.cuda's code runs on the GPU is the same for every build of that CUDA
-    runs = ix.memo.get(("toolkit runs", b.cuda))
-    if runs is None:
-        runs = ix.memo[("toolkit runs", b.cuda)] = {}
-    ok = runs.get(g.label)
-    if ok is None:
-        ok = runs[g.label] = ix.toolkit_runs_on(b.cuda, g.cc)
-    if ok:
+    verdict = _toolkit_verdict(b.cuda, g.cc, ix)
+    if verdict is None:
         return _NONE
-    found = _toolkit_problems(b, g, ix)
+    found = _toolkit_problems(b, g, ix, verdict)
     return found, any(not p.soft for p in found)
+
+
+def _toolkit_verdict(cuda: str, cc, ix: Index) -> str | None:
+    """None when code of the CUDA `cuda` toolkit runs on a GPU of compute capability `cc`
+    (the same for every build of that CUDA); else "unlisted" (the matrix has no
+    architecture list for that CUDA) or "cannot"."""
+    if ix.toolkit_runs_on(cuda, cc):
+        return None
+    return "unlisted" if ix.toolkit_sms(cuda) is None else "cannot"
 
 
 _NONE: tuple[list[Problem], bool] = ([], False)  # read only
@@ -306,7 +461,7 @@ _NONE: tuple[list[Problem], bool] = ([], False)  # read only
 
 def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
     found = _build_archs(b, g, ix)
-    if b.min_cc is not None and g.cc < b.min_cc:
+    if _below_min_cc(b, g.cc):
         found.append(_Deferred("gpu_arch_unsupported",
                                lambda: f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
                                        f"your {g.label} is older, so the GPU must move",
@@ -315,9 +470,12 @@ def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
     return found, any(not p.soft for p in found)
 
 
-def _toolkit_problems(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    found = ix.toolkit_sms(b.cuda)
-    if found is None:
+def _below_min_cc(b: Build, cc) -> bool:
+    return b.min_cc is not None and cc < b.min_cc
+
+
+def _toolkit_problems(b: Build, g: Gpu, ix: Index, verdict: str) -> list[Problem]:
+    if verdict == "unlisted":
         return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
                         framework=b.framework)]
     return [_Deferred("gpu_arch_unsupported",
@@ -359,22 +517,34 @@ def _toolkit_why(b: Build, g: Gpu, ix: Index) -> str:
 
 
 def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
-    if b.archs is None:
-        if frameworks.get(b.framework).lists_archs:
-            return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
-                            framework=b.framework)]
+    verdict = _archs_verdict(b, g.cc, ix)
+    if verdict is None:
         return []
-    sass, ptx = _compiled(b, ix)
-    if runs_on(sass, g.cc):
-        return []
+    if verdict == "unlisted":
+        return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
+                        framework=b.framework)]
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
-    if any(p // 10 < g.cc.major or (p // 10 == g.cc.major and p % 10 <= g.cc.minor) for p in ptx):
+    if verdict == "ptx":
         return [_Deferred("ptx_jit",
                           lambda: f"{b.label} has no sm_{g.sm} binary for your {g.label}; the driver will JIT-compile "
                                   f"its PTX at start-up (slow first run)", facts, soft=True, framework=b.framework)]
     return [_Deferred("gpu_arch_unsupported",
                       lambda: f"{b.label} is compiled for {', '.join(b.archs)}, which cannot run on your {g.label}, "
                               f"so the {b.framework} build must move", facts, framework=b.framework, hints={"sm": g.sm})]
+
+
+def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
+    """None when build `b`'s compiled code runs on a GPU of compute capability `cc` (or the
+    framework's rows need not list architectures); else "unlisted" (its row lists none),
+    "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
+    if b.archs is None:
+        return "unlisted" if frameworks.get(b.framework).lists_archs else None
+    sass, ptx = _compiled(b, ix)
+    if runs_on(sass, cc):
+        return None
+    if any(p // 10 < cc.major or (p // 10 == cc.major and p % 10 <= cc.minor) for p in ptx):
+        return "ptx"
+    return "cannot"
 
 
 def _compiled(b: Build, ix: Index) -> tuple[set[int], set[int]]:

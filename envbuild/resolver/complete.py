@@ -29,23 +29,22 @@ class Outcome:
     constraint: Constraint
     pin: CudaPin | None
     viable: list[Build] = field(default_factory=list)
-    soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> warnings
+    extra_soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> the extra check's warnings
     problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
     nearest: Build | None = None
     unknown: Problem | None = None  # the matrix has no row for the requested version
     stand_in: Problem | None = None  # the rows of another release of the series judged it (a warning)
+
+    def warnings(self, b: Build, req: Request, ix: Index) -> list[Problem]:
+        """The warnings of viable build `b`, written when asked (only the chosen build's are read)."""
+        return checks.check_build_cached(b, req, ix, self.pin) + self.extra_soft.get(id(b), [])
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
              extra_check=None) -> Outcome:
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
-    candidates = frameworks.get(name).candidates(constraint, _pinned(constraint), ix)
-    if candidates is None:
-        wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
-        candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
-    if not candidates:
-        candidates, out.stand_in = _series_stand_in(name, constraint, ix, pin)
+    candidates, out.stand_in = _selected(name, constraint, pin, ix)
     if not candidates:
         out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
@@ -62,29 +61,66 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.nearest = candidates[0]
             return out
         candidates = mine
-    # rows per platform (PyTorch's Windows wheels): where some build lists the platform, those decide
-    on_platform = [b for b in candidates if req.platform in b.platforms]
-    if on_platform and len(on_platform) < len(candidates):
-        candidates = on_platform
+    candidates = _on_platform(candidates, req.platform, ix)
     strict = req.spec.strict
     scored = []
-    for rank, b in enumerate(candidates):
-        found = checks.check_build_cached(b, req, ix, pin)
-        if extra_check is not None:
-            found += extra_check(b)
-        hard = [p for p in found if not p.soft or (strict and p.kind == "unknown_fact")]
+    # the kinds of the problems decide; only the nearest build's are written below
+    judged = checks.summaries_of(candidates, req, ix, pin)
+    for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
+        if strict and "unknown_fact" in soft:
+            hard = hard | {"unknown_fact"}
+        extra = extra_check(b) if extra_check is not None else _NO_PROBLEMS
+        if extra:
+            hard = hard.union(p.kind for p in extra if _is_hard(p, strict))
+            off_pin = off_pin or any(p.kind == "framework_cuda_mismatch" and not p.message
+                                     for p in extra if _is_hard(p, strict))
         if hard:
             # A build of the variant the user pinned explains a conflict better than one of another variant.
-            off_pin = any(p.kind == "framework_cuda_mismatch" and not p.message for p in hard)
-            scored.append((off_pin, len({p.kind for p in hard}), rank, b, hard))
+            scored.append((off_pin, len(hard), rank, b, extra))
         else:
             out.viable.append(b)
-            out.soft[id(b)] = found
+            if extra:
+                out.extra_soft[id(b)] = extra
     if not out.viable:
-        *_key, nearest, hard = min(scored, key=lambda s: s[:3])
+        *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
-        out.problems = [_word_variant(p, nearest, candidates, pin) for p in hard]
+        found = checks.check_build_cached(nearest, req, ix, pin) + list(extra)
+        out.problems = [_word_variant(p, nearest, candidates, pin) for p in found if _is_hard(p, strict)]
     return out
+
+
+_NO_PROBLEMS: tuple[Problem, ...] = ()
+
+
+def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index) -> tuple[list[Build], Problem | None]:
+    """(the builds `constraint` selects, best first; the warning when the rows of another
+    release of its series stand in for it). Memoised: the targets of a fleet ask the same."""
+    key = ("selected", name, constraint, pin)
+    found = ix.memo.get(key)
+    if found is None:
+        candidates, stand_in = frameworks.get(name).candidates(constraint, _pinned(constraint), ix), None
+        if candidates is None:
+            wanted = {v for v in ix.versions.get(name, []) if constraint.contains(v)}
+            candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
+        if not candidates:
+            candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
+        found = ix.memo[key] = (candidates, stand_in)
+    return found
+
+
+def _on_platform(candidates: list[Build], platform: str, ix: Index) -> list[Build]:
+    """Rows per platform (PyTorch's Windows wheels): where some build lists the platform,
+    those decide. Memoised: the targets of a fleet ask the same."""
+    key = ("on platform", tuple(candidates), platform)
+    found = ix.memo.get(key)
+    if found is None:
+        on_platform = [b for b in candidates if platform in b.platforms]
+        found = ix.memo[key] = on_platform if on_platform and len(on_platform) < len(candidates) else candidates
+    return found
+
+
+def _is_hard(p: Problem, strict: bool) -> bool:
+    return not p.soft or (strict and p.kind == "unknown_fact")
 
 
 def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None):
@@ -238,15 +274,19 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
         pools = [[b for b in o.viable if b.installer == installer] for o in usable]
         if not all(pools):
             continue
-        for key in _shared_keys(pools, installer):
-            keyed = [[b for b in pool if _key(b, installer) == key] for pool in pools]
+        for keyed in _by_shared_key(pools, installer):
+            firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
+            newest: dict = {}  # the builds picked -> the newest Python scored with them
             for py in pythons:
-                picks = [next((b for b in pool if py is None or _has_python(b, py, req.platform)), None)
-                         for pool in keyed]
+                picks = [first.get(py) for first in firsts]
                 if None in picks:
                     continue
-                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks),
-                         parse_version(py) if py else parse_version("0"), -installers.index(installer))
+                py_v = parse_version(py) if py else parse_version("0")
+                same = tuple(map(id, picks))
+                if same in newest and newest[same] > py_v:
+                    continue  # the same builds with a newer Python scored higher
+                newest[same] = py_v
+                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks), py_v, -installers.index(installer))
                 if best_score is None or score > best_score:
                     best_score = score
                     best = Choice({o.name: b for o, b in zip(usable, picks)}, py, installer)
@@ -257,9 +297,18 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
     return None, [_why_apart(usable, req)]
 
 
-def _has_python(b: Build, py: str, platform: str) -> bool:
-    found = b.pythons_on(platform)
-    return found is None or py in found
+def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str) -> dict[str, Build]:
+    """Python -> the first build of `pool` with a build for it, for each of `pythons` that
+    has one (one pass over the pool instead of one per Python)."""
+    wanted = set(pythons)
+    out: dict[str, Build] = {}
+    for b in pool:
+        found = b.pythons_on(platform)
+        for py in (wanted if found is None else wanted & found) - out.keys():
+            out[py] = b
+        if len(out) == len(wanted):
+            break
+    return out
 
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
@@ -271,12 +320,17 @@ def _key(b: Build, installer: str):
     return b.cuda if installer == "conda" else b.cuda_major
 
 
-def _shared_keys(pools: list[list[Build]], installer: str) -> list:
-    common = None
+def _by_shared_key(pools: list[list[Build]], installer: str) -> list[list[list[Build]]]:
+    """For each `_key` every pool has, newest first: each pool's builds with that key (in order)."""
+    grouped = []
     for pool in pools:
-        keys = {_key(b, installer) for b in pool}
-        common = keys if common is None else common & keys
-    return sorted(common or (), key=lambda k: parse_version(str(k)), reverse=True)
+        by_key: dict = {}
+        for b in pool:
+            by_key.setdefault(_key(b, installer), []).append(b)
+        grouped.append(by_key)
+    common = set(grouped[0]).intersection(*grouped[1:])
+    return [[by_key[k] for by_key in grouped]
+            for k in sorted(common, key=lambda k: parse_version(str(k)), reverse=True)]
 
 
 def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:

@@ -72,6 +72,13 @@ def platform_problems(ix: Index, framework: str, version: Version | None, label:
     return out
 
 
+def era_gpu_floors(ix: Index, framework: str, version: Version | None) -> tuple[str, ...]:
+    """The lowest compute capabilities the era rules for `framework` `version` state: all
+    that `era_problems(..., gpus_only=True)` reads of the release."""
+    return tuple(r.min_compute_capability for r in rules_for(ix, framework, version, None)
+                 if not r.platform and r.min_compute_capability)
+
+
 def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None,
                  gpus_only: bool = False):
     """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.

@@ -43,7 +43,7 @@ def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], 
 def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, resolve_plain) -> Fix | None:
     try:
         fixed = spec.with_changes(changes)
-        result = resolve_plain(fixed)
+        result = _once(analysis, "resolution", fixed, resolve_plain)
     except Exception:  # noqa: BLE001 - a candidate that does not even resolve is simply not offered
         return None
     if result.ok:
@@ -53,7 +53,7 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
     from envbuild.resolver import analyse
 
     try:
-        second = analyse(fixed, analysis.ix)
+        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix))
     except Exception:  # noqa: BLE001
         return None
     if not second.problems:
@@ -63,11 +63,24 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
     for more_desc, more in list(_candidates(fixed, second.problems[0], second))[:3]:
         merged = {**changes, **more}
         try:
-            if resolve_plain(spec.with_changes(merged)).ok:
+            if _once(analysis, "resolution", spec.with_changes(merged), resolve_plain).ok:
                 return Fix(f"{description}, and {more_desc}", merged)
         except Exception:  # noqa: BLE001
             continue
     return None
+
+
+def _once(analysis, what: str, spec: Spec, make):
+    """`make(spec)`, once per analysis: its conflicts often offer the same candidate (a
+    fleet's joint request has one conflict per GPU that needs another platform)."""
+    try:
+        key = (what, spec)
+        found = analysis.verified.get(key)
+    except TypeError:  # a value that cannot be a key: resolve it every time
+        return make(spec)
+    if found is None:
+        found = analysis.verified[key] = make(spec)
+    return found
 
 
 def _candidates(spec: Spec, p: Problem, a):
@@ -176,9 +189,10 @@ def _version_moves(spec: Spec, a, outcome, nearest):
     releases first): first keeping every other pin, then also letting go of the CUDA pin,
     then of the installer."""
     # The moves do not depend on the conflict, and one framework may have dozens of
-    # conflicts (a fleet's joint request, one per GPU): they are searched once per analysis.
+    # conflicts (a fleet's joint request, one per GPU): they are searched once per analysis
+    # and spec (an equal one: each candidate of a fix search makes its own Spec object).
     found = a.version_moves.get(outcome.name)
-    if found is None or found[0] is not spec or found[1] is not nearest:
+    if found is None or found[1] is not nearest or found[0] != spec:
         found = a.version_moves[outcome.name] = (spec, nearest, list(_search_versions(spec, a, outcome, nearest)))
     yield from found[2]
 

@@ -69,6 +69,20 @@ class Request:
                                           for g in self.gpus)))
 
     @functools.cached_property
+    def first_of_each_cc(self) -> tuple[Gpu, ...]:
+        """The first known GPU of each compute capability, in request order: the checks'
+        verdicts depend on a GPU's capability alone (its name is only in the wording)."""
+        seen: dict = {}
+        for g in self.known_gpus:
+            seen.setdefault(g.cc, g)
+        return tuple(seen.values())
+
+    @functools.cached_property
+    def cc_key(self) -> _Key:
+        """The distinct compute capabilities of `first_of_each_cc`, as one dictionary key."""
+        return _Key(tuple(g.cc for g in self.first_of_each_cc))
+
+    @functools.cached_property
     def host_key(self) -> _Key:
         """What the checks other than the GPUs' read from the request."""
         return _Key((self.platform, self.python, self.driver, self.cudnn))
@@ -132,6 +146,16 @@ def _pin(text: str, cuda: str) -> CudaPin:
 
 
 def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
+    # memoised per text: a fleet's joint request and the specs its fixes try name the same
+    # hundred GPUs, and equal requests then hold the same Gpu values
+    key = ("gpu", text)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _read_gpu(text, ix)
+    return found
+
+
+def _read_gpu(text: str, ix: Index) -> Gpu:
     row = ix.gpu(text)
     if row is not None:
         cc = ComputeCapability.parse(row.compute_capability)
