@@ -78,6 +78,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     memo: dict[Any, Resolution] = {}
 
     classes: dict[str, tuple] = {}
+    names: dict[str, str] = {}  # the name the resolver writes for a GPU: its matrix row's
 
     def gpu_class(gpu: str) -> tuple:
         # what the resolver reads from a GPU: its compute capability, data-center class and
@@ -86,8 +87,11 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
         found = classes.get(gpu)
         if found is None:
             row = find_gpu(m, gpu)
+            names[gpu] = row.name if row else gpu
             found = classes[gpu] = (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
         return found
+
+    resolved_for: dict[Any, str] = {}  # memo key -> the GPU its resolution was made for
 
     def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
@@ -98,6 +102,10 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
         found = memo.get(key)
         if found is None:
             found = memo[key] = resolve(make(), m)
+            resolved_for[key] = gpus[0] if len(gpus) == 1 else ""
+        elif len(gpus) == 1 and names[resolved_for[key]] != names[gpus[0]]:
+            # the class's answer speaks of the GPU it was resolved for: name this target's
+            found = _renamed(found, names[resolved_for[key]], names[gpus[0]])
         return found
 
     joints, results = [], []
@@ -122,6 +130,27 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
                 r.warnings.append(Warning("gpu_count", f"{t.name}: the job needs {spec.gpu_count} GPUs; a node has {t.gpus_per_node}"))
             results.append(r)
     return FleetResolution(joints, results)
+
+
+def _renamed(res: Resolution, was: str, now: str) -> Resolution:
+    """`res` with GPU `was` written as `now` in its conflict and warning sentences and its
+    fixes: a target shares the answer of another GPU of its class (Jetson Orin Nano and
+    Jetson AGX Orin), and its report must name its own GPU. The facts keep their text, as
+    their sources are those of the GPU they were read for."""
+    import dataclasses
+    import re
+
+    name = re.compile(rf"(?<![\w-]){re.escape(was)}(?![\w-])")
+
+    def text(s: str) -> str:
+        return name.sub(lambda _m: now, s)
+
+    conflicts = tuple(dataclasses.replace(c, message=text(c.message),
+                                          fixes=tuple(dataclasses.replace(f, description=text(f.description))
+                                                      for f in c.fixes))
+                      for c in res.conflicts)
+    warnings = tuple(dataclasses.replace(w, message=text(w.message)) for w in res.warnings)
+    return dataclasses.replace(res, conflicts=conflicts, warnings=warnings)
 
 
 def _joint_spec(spec: Spec, group: list[Target]) -> Spec:
