@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
+from bench_resolve import median_ms  # the sibling script (python3 bench/bench_lock_read.py)
 
 from envbuild.lock.conda_lockfile import write_lockfile
 
@@ -38,15 +37,6 @@ def lock_document(count: int) -> dict:
         "platforms": ["linux-64"], "sources": ["environment.yml"],
         "custom_metadata": {"envbuild.spec_hash": "0" * 64, "envbuild.matrix_version": "0" * 12}},
         "package": packages}
-
-
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
 
 
 def main() -> int:

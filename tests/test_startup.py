@@ -159,25 +159,15 @@ def test_matrix_data_version_is_remembered_until_a_file_changes(tmp_path, monkey
     assert len(list((tmp_path / "cache" / "envbuild").glob(f"matrices-{changed.version}-gpu*-code*.pickle"))) == 1
 
 
-LOCK_SPEC = """\
-name: train-a100
-frameworks: {pytorch: "2.1.2"}
-cuda: "12.1"
-python: "3.10"
-target: {driver: "535.104.05", gpus: ["A100-80GB"], platform: linux-64}
-installer: conda
-channels: [./channels/pytorch, ./channels/nvidia, ./channels/main]
-"""
-
-
 def test_lock_loads_the_solver_only_to_solve(tmp_path):
     """`lock` imports py-rattler and asyncio (which drives rattler's coroutines, and brings
     ssl and sockets) when it solves; `lock --check` compares hashes and needs neither.
     conda-lock (its models pull in its whole command-line tool) is never imported."""
     from lock_channels import repodata_channels
+    from test_lock_cli import SPEC
 
     repodata_channels(tmp_path / "channels")
-    (tmp_path / "spec.yaml").write_text(LOCK_SPEC)
+    (tmp_path / "spec.yaml").write_text(SPEC.format(version="2.1.2", cuda="12.1", python="3.10"))
 
     def loaded(*args: str) -> tuple[int, set[str]]:
         env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
