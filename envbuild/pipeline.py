@@ -98,6 +98,7 @@ def context_facts(resolution: Resolution) -> MatrixFacts:
     from envbuild import matrix
     from envbuild.dockerfile.render import MatrixFacts
     from envbuild.errors import UserError
+    from envbuild.matrix.lookup import installer_python_min
 
     m = matrix.load()
     stack = resolution.resolved
@@ -108,11 +109,10 @@ def context_facts(resolution: Resolution) -> MatrixFacts:
                         hint=f"families: {', '.join(sorted(families))} (matrices/base_images.yaml `families`)")
     major = int(stack.cuda.split(".")[0]) if stack.cuda else None
     floor = next((r.floor_linux for r in m.minor_compat if r.major == major and r.floor_linux), None)
-    pythons: dict[str, str] = {}
-    for row in m.installer_pythons:  # the first row of a mode is its row (matrix.lookup.installer_python_min)
-        pythons.setdefault(row.installer, row.python_min)
+    modes = dict.fromkeys(row.installer for row in m.installer_pythons)
+    pythons = tuple((mode, installer_python_min(m, mode).python_min) for mode in modes)
     return MatrixFacts(image_python=family.image_python, dockerfile_comment=family.dockerfile_comment,
-                       driver_floor=floor, installer_python=tuple(pythons.items()))
+                       driver_floor=floor, installer_python=pythons)
 
 
 def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,

@@ -163,15 +163,13 @@ def test_a_jetson_or_grace_target_declared_linux_64_is_a_platform_conflict(tmp_p
 def test_targets_sharing_a_gpu_class_are_each_named_in_their_own_report(tmp_path):
     # one resolve serves GPUs of one class (same compute capability, data-center class and
     # host platforms), but each target's sentences name its own GPU, as resolving it alone does
-    path = _fleet(tmp_path, "targets:\n"
-                            "  agx:\n    gpu: Jetson AGX Orin\n    driver: 580.65.06\n    scheduler: {kind: k8s}\n"
-                            "  nano:\n    gpu: Jetson Orin Nano\n    driver: 580.65.06\n    scheduler: {kind: k8s}\n"
-                            "  k20:\n    gpu: Tesla K20\n    driver: 580.65.06\n    scheduler: {kind: k8s}\n"
-                            "  k40:\n    gpu: Tesla K40\n    driver: 580.65.06\n    scheduler: {kind: k8s}\n")
+    gpus = {"agx": "Jetson AGX Orin", "nano": "Jetson Orin Nano", "k20": "Tesla K20", "k40": "Tesla K40"}
+    path = _fleet(tmp_path, yaml.safe_dump({"targets": {
+        name: {"gpu": gpu, "driver": "580.65.06", "scheduler": {"kind": "k8s"}} for name, gpu in gpus.items()}}))
     done = _cli("resolve", "--framework", "pytorch==2.5.1", "--fleet", path, "--json")
     assert done.returncode == 1
     targets = {t["name"]: t for t in json.loads(done.stdout)["targets"]}
-    for name, gpu in (("agx", "Jetson AGX Orin"), ("nano", "Jetson Orin Nano"), ("k20", "Tesla K20"), ("k40", "Tesla K40")):
+    for name, gpu in gpus.items():
         alone = _cli("resolve", "--framework", "pytorch==2.5.1", "--gpu", gpu, "--driver", "580.65.06", "--json")
         expected = [c["message"] for c in json.loads(alone.stdout)["conflicts"]]
         assert expected and [c["message"] for c in targets[name]["conflicts"]] == expected

@@ -91,7 +91,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
             found = classes[gpu] = (row.compute_capability, row.datacenter, row.host_platforms) if row else (gpu, None)
         return found
 
-    resolved_for: dict[Any, str] = {}  # memo key -> the GPU its resolution was made for
+    resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for
 
     def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
@@ -102,8 +102,8 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
         found = memo.get(key)
         if found is None:
             found = memo[key] = resolve(make(), m)
-            resolved_for[key] = gpus[0] if len(gpus) == 1 else ""
-        elif len(gpus) == 1 and names[resolved_for[key]] != names[gpus[0]]:
+            resolved_for[key] = gpus[0] if len(gpus) == 1 else None
+        elif resolved_for[key] is not None and names[resolved_for[key]] != names[gpus[0]]:
             # the class's answer speaks of the GPU it was resolved for: name this target's
             found = _renamed(found, names[resolved_for[key]], names[gpus[0]])
         return found

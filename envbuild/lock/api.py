@@ -95,8 +95,8 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
 
     from envbuild.lock.virtual import unknown_os_note
 
-    notes = tuple(dict.fromkeys([unknown_os_note(resolution.resolved)] + [lock.note for _, lock in pip_locks]))
-    notes = tuple(n for n in notes if n)
+    notes = tuple(dict.fromkeys(n for n in (unknown_os_note(resolution.resolved), *(lock.note for _, lock in pip_locks))
+                                if n))
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}

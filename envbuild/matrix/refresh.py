@@ -74,9 +74,15 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
         grouped = {name: w.by_version(f) for name, f in files.items()}
         plan.update(_series_plan(m, grouped, plugins))
         releases = [(p, v) for p in sorted(plan) for v in sorted(plan[p], key=Version)]
-        read_fields = dict(zip(releases, pool.map(lambda pv: owner[pv[0]].index_fields(
-            m, pv[0], pv[1], grouped[pv[0]].get(Version(pv[1]), ()), metadata, grouped) if pv[0] in owner else None,
-            releases)))
+
+        def fields_of(release: tuple[str, str]):
+            project, version = release  # what the project's plugin reads from the release's metadata
+            plugin = owner.get(project)
+            if plugin is None:
+                return None
+            return plugin.index_fields(m, project, version, grouped[project].get(Version(version), ()), metadata, grouped)
+
+        read_fields = dict(zip(releases, pool.map(fields_of, releases)))
     result = Result(rows=[], projects=len(names), metadata_files=metadata.read)
 
     def row(package: str, version: str, **extra) -> dict | None:

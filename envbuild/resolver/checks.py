@@ -14,7 +14,7 @@ from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
-from envbuild.resolver.context import Index, _Lazy, fact, runs_on
+from envbuild.resolver.context import Index, Lazy, fact, runs_on
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
 from envbuild.versions import parse_version, read_local_label
@@ -345,7 +345,7 @@ class _Summaries(dict):
 def _table(ix: Index, key: tuple, make) -> dict:
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = {} if make is None else _Lazy(make)
+        found = ix.memo[key] = {} if make is None else Lazy(make)
     return found
 
 
@@ -402,15 +402,8 @@ def _era_kinds(b: Build, floors: tuple[str, ...], req: Request, ix: Index) -> tu
     found = ix.memo.get(key)
     if found is None:
         found = ix.memo[key] = _split_kinds(families.era_problems(
-            ix, b.framework, b.v, f"{b.framework} {b.version}", _FirstOfEachCc(req), None, gpus_only=True))
+            ix, b.framework, b.v, f"{b.framework} {b.version}", req, None, gpus_only=True, gpus=req.first_of_each_cc))
     return found
-
-
-class _FirstOfEachCc:
-    """A request's GPUs as `families.era_problems` reads them, one per compute capability."""
-
-    def __init__(self, req: Request):
-        self.known_gpus = req.first_of_each_cc
 
 
 def _cc_kinds(b: Build, g: Gpu, ix: Index) -> tuple[tuple[frozenset, frozenset], tuple[frozenset, frozenset]]:

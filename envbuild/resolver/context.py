@@ -41,7 +41,7 @@ class Index:
         self.memo: dict = {}  # check results and derived lists, keyed by what they depend on
         self._driver_rules: dict = {}
         self._driver_cudas: dict = {}
-        self.drivers = _Lazy(DriverVersion.parse)  # the matrices' driver texts, parsed once
+        self.drivers = Lazy(DriverVersion.parse)  # the matrices' driver texts, parsed once
         self.arch_ranges = [
             (parse_version(r.cuda_min), parse_version(r.cuda_max), frozenset(int(s) for s in r.sms), r)
             for r in m.cuda_arch
@@ -49,8 +49,8 @@ class Index:
         self._toolkits: dict = {}
         self._sm_spans: dict = {}
         self._runs: dict = {}
-        self.builds = _Lazy(self._builds)  # framework -> builds, best first; made on first use
-        self.versions = _Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
+        self.builds = Lazy(self._builds)  # framework -> builds, best first; made on first use
+        self.versions = Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
         self.images = [(img, _image_cuda(img)) for img in m.base_images]
         self.wheel_table = WheelTable(m.wheels)
 
@@ -157,7 +157,7 @@ def _image_cuda(img: t.BaseImage) -> Version | None:
         return None
 
 
-class _Lazy(dict):
+class Lazy(dict):
     """A dict that computes a missing key with `make(key)` and keeps it."""
 
     def __init__(self, make):

@@ -80,9 +80,10 @@ def era_gpu_floors(ix: Index, framework: str, version: Version | None) -> tuple[
 
 
 def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None,
-                 gpus_only: bool = False):
+                 gpus_only: bool = False, gpus=None):
     """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.
-    With `gpus_only`, just the oldest GPU (for release rows that do not state one)."""
+    With `gpus_only`, just the oldest GPU (for release rows that do not state one). `gpus`
+    are the GPUs judged, by default the request's known ones."""
     from envbuild.resolver.checks import Problem
 
     out = []
@@ -93,7 +94,7 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
             continue
         if r.min_compute_capability:
             low = ComputeCapability.parse(r.min_compute_capability)
-            for g in req.known_gpus:
+            for g in req.known_gpus if gpus is None else gpus:
                 if g.cc < low:
                     out.append(Problem(
                         "gpu_arch_unsupported",

@@ -132,7 +132,7 @@ def read_request(spec: Spec, ix: Index) -> Request:
         platform = Platform(spec.platform)
     except ValueError as exc:
         raise UserError(str(exc), where=spec.source) from None
-    gpus = tuple(_gpu(text, ix, spec) for text in spec.gpus)
+    gpus = tuple(_gpu(text, ix) for text in spec.gpus)
     installer = Installer(spec.installer) if spec.installer else None
     return Request(spec, tuple(frameworks), cuda, cudnn, python, driver, gpus, platform, installer,
                    tuple(unknown_labels))
@@ -145,7 +145,7 @@ def _pin(text: str, cuda: str) -> CudaPin:
     return CudaPin(text, release[0], release[1] if len(release) > 1 else None)
 
 
-def _gpu(text: str, ix: Index, spec: Spec) -> Gpu:
+def _gpu(text: str, ix: Index) -> Gpu:
     # memoised per text: a fleet's joint request and the specs its fixes try name the same
     # hundred GPUs, and equal requests then hold the same Gpu values
     key = ("gpu", text)
