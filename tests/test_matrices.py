@@ -378,14 +378,16 @@ def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
 
 
 def test_gpu_host_platforms_are_platforms_with_their_source(m):
-    from envbuild.values import Platform
+    from envbuild.model import BUILD_PLATFORMS, GPU_HOST_PLATFORMS
 
     limited = [g for g in m.gpus if g.host_platforms]
-    assert len(limited) == 16
+    assert len(limited) == 18
     for g in limited:
-        assert set(g.host_platforms) <= {p.value for p in Platform}, g.name
+        assert set(g.host_platforms) <= set(GPU_HOST_PLATFORMS), g.name
         assert g.host and g.host_source, g.name
     assert all(not g.host and not g.host_source for g in m.gpus if not g.host_platforms)
+    # only the Tegra K1's 32-bit Arm boards are in no platform envbuild builds for
+    assert sorted(g.name for g in limited if not set(g.host_platforms) & set(BUILD_PLATFORMS)) == ["Jetson TK1", "Tegra K1"]
 
 
 @pytest.mark.parametrize("platforms, error", [
