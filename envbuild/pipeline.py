@@ -54,7 +54,6 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     fresh lock written there (or under `scratch` when no folder was named)."""
     from envbuild.lock import api
     from envbuild.lock.check import check
-    from envbuild.lock.pip_lock import PipLockFailed
 
     platforms = (platform,) if platform else None
     if lock_dir is not None:
@@ -67,7 +66,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
         print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
         api.lock(spec, resolution, platforms, target)
-    except (api.LockConflict, PipLockFailed) as exc:
+    except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
     return target

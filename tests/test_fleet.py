@@ -191,3 +191,23 @@ def test_targets_sharing_a_gpu_class_are_each_named_in_their_own_report(tmp_path
         alone = _cli("resolve", "--framework", "pytorch==2.5.1", "--gpu", gpu, "--driver", "580.65.06", "--json")
         expected = [c["message"] for c in json.loads(alone.stdout)["conflicts"]]
         assert expected and [c["message"] for c in targets[name]["conflicts"]] == expected
+
+
+def test_the_text_report_leaves_out_only_the_joint_fixes_it_never_shows(tmp_path):
+    # the oldest driver decides the joint request: its conflict has verified fixes, which
+    # the JSON report carries and the text report does not print
+    from envbuild.fleet.resolve import render_text, resolve_fleet
+    from envbuild.spec import spec_from_mapping
+
+    path = _fleet(tmp_path, "targets:\n  old:\n    gpu: A100\n    driver: 470.82.01\n    scheduler: {kind: k8s}\n"
+                            "  new:\n    gpu: A100\n    driver: 535.104.05\n    scheduler: {kind: k8s}\n")
+    spec = spec_from_mapping({"frameworks": {"pytorch": "==2.1.2"}, "cuda": "12.1"})
+    targets = load_fleet(path).select([])
+    full, lean = resolve_fleet(spec, targets), resolve_fleet(spec, targets, joint_fixes=False)
+    assert [c.kind for c in full.joint[0].conflicts] == ["driver_too_old"]
+    assert full.joint[0].conflicts[0].fixes and not lean.joint[0].conflicts[0].fixes
+    assert render_text(lean) == render_text(full)
+    assert [r.conflicts for r in lean.targets] == [r.conflicts for r in full.targets]  # each target keeps its fixes
+    done = _cli("resolve", "--framework", "pytorch==2.1.2", "--cuda", "12.1", "--fleet", path, "--json")
+    joint = json.loads(done.stdout)["joint"][0]["conflicts"][0]
+    assert joint["fixes"][0] == {"description": "upgrade the host driver to >= 525.60.13", "changes": {"driver": "525.60.13"}}

@@ -48,13 +48,12 @@ def run(args) -> int:
     if not resolution.ok:
         return _refuse(resolution, resolution.conflicts, "", args)
 
-    from envbuild.lock.api import LockConflict, lock
-    from envbuild.lock.pip_lock import PipLockFailed
+    from envbuild.lock.api import LockConflict, lock  # a failed pip lock is a LockConflict too
 
     try:
         result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url,
                       allow_unhashed=args.allow_unhashed)
-    except (LockConflict, PipLockFailed) as exc:
+    except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
     from envbuild.urls import mask_text

@@ -50,7 +50,7 @@ def _run_fleet(spec, args) -> int:
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     targets = load_fleet(args.fleet).select(args.target)
-    result = resolve_fleet(spec, targets)
+    result = resolve_fleet(spec, targets, joint_fixes=args.json)  # the text report shows no joint fixes
     if args.json:
         import json
 

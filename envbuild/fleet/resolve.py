@@ -53,7 +53,9 @@ class FleetResolution:
         return all(j.ok for j in self.joint) and all(r.verdict == "ok" for r in self.targets)
 
 
-def resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
+def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool = True) -> FleetResolution:
+    """`joint_fixes=False` leaves the joint conflicts without fixes (the text report shows
+    none: it shows each target's own conflicts with theirs)."""
     import gc
 
     # The resolves of a large fleet make a few hundred thousand small objects that live
@@ -62,13 +64,13 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _resolve_fleet(spec, targets)
+        return _resolve_fleet(spec, targets, joint_fixes)
     finally:
         if enabled:
             gc.enable()
 
 
-def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
+def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -> FleetResolution:
     from envbuild import matrix
     from envbuild.resolver import resolve
 
@@ -95,15 +97,15 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
 
     resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for
 
-    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make) -> Resolution:
+    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make, fixes: bool = True) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
         # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is the spec
         # without its GPUs and driver, the same for every target of a platform; `make()`
         # writes the whole spec, only when it is resolved.
-        key = (rest, driver, tuple(gpu_class(g) for g in gpus))
+        key = (rest, driver, tuple(gpu_class(g) for g in gpus), fixes)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = resolve(make(), m)
+            found = memo[key] = resolve(make(), m, fixes=fixes)
             resolved_for[key] = gpus[0] if len(gpus) == 1 else None
         elif resolved_for[key] is not None and names[resolved_for[key]] != names[gpus[0]]:
             # the class's answer speaks of the GPU it was resolved for: name this target's
@@ -114,7 +116,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...]) -> FleetResolution:
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
         joint_spec = _joint_spec(spec, group)
-        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec)
+        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec, joint_fixes)
         joints.append(joint)
         pinned = _pin(spec, joint) if joint.ok else spec
         rest = _without_target(_target_spec(pinned, group[0]))

@@ -49,9 +49,9 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     (a resolution with conflicts is refused the same way), UserError for bad input and
     EnvironmentProblem when an index or channel cannot be read. A pip lock without hashes
     is refused unless `allow_unhashed`."""
-    from envbuild.lock import conda_lockfile, folder, pip_lock
+    from envbuild.lock import conda_lockfile, folder
     from envbuild.lock.metadata import custom_metadata
-    from envbuild.lock.request import build_requests, needs_conda
+    from envbuild.lock.request import build_requests, needs_conda, needs_pip
     from envbuild.lock.solve import solve
 
     if not resolution.ok or resolution.resolved is None:
@@ -76,10 +76,14 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         requests = build_requests(spec, resolution, chosen)
         solved = solve(requests)
     pip_locks = []
-    if index_url:
-        pip_lock.check_index_url(index_url)
+    wants_pip = needs_pip(spec, resolution)
+    if index_url or wants_pip:
+        from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
+
+        if index_url:
+            pip_lock.check_index_url(index_url)
     settings = None
-    for i, platform in enumerate(chosen):
+    for i, platform in enumerate(chosen if wants_pip else ()):
         if pip_lock.build_pip_request(spec, resolution, platform, index_url) is None:
             continue
         if settings is None:

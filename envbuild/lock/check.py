@@ -13,9 +13,8 @@ from envbuild.model import Resolution, Spec
 def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
     import yaml
 
-    from envbuild.lock import pip_lock
     from envbuild.lock.api import target_platforms
-    from envbuild.lock.request import needs_conda
+    from envbuild.lock.request import needs_conda, needs_pip
 
     out = Path(out_dir)
     if out.is_dir():
@@ -44,7 +43,10 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
                 if not (out / folder.explicit_name(platform)).exists():
                     problems.append(f"{out / folder.explicit_name(platform)} is missing")
 
-    for i, platform in enumerate(chosen):
+    wants_pip = needs_pip(spec, resolution)
+    if wants_pip:
+        from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
+    for i, platform in enumerate(chosen if wants_pip else ()):
         if pip_lock.build_pip_request(spec, resolution, platform, None) is None:
             continue
         path = out / folder.pip_lock_name(platform, i == 0)

@@ -24,6 +24,7 @@ from envbuild.lock.folder import pip_lock_name
 from envbuild.lock.metadata import Stamp
 from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment
 from envbuild.lock.pip_tags import uv_platform
+from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
 from envbuild.model import Conflict, Fix, Resolution, Spec
 from envbuild.urls import mask, mask_text, strip_credentials
@@ -66,11 +67,11 @@ class PipLock:
     note: str  # which pins have no hashes; "" when hashed
 
 
-class PipLockFailed(Exception):
+class PipLockFailed(SolveFailed):
+    """The pip half cannot be locked: one conflict in resolve's format, pip's own text as `raw`."""
+
     def __init__(self, conflict: Conflict, raw: str):
-        self.conflicts = (conflict,)
-        self.raw = raw
-        super().__init__(conflict.message)
+        super().__init__((conflict,), raw)
 
 
 def _requirement(text: str, where: str):

@@ -63,6 +63,11 @@ def needs_conda(spec: Spec, resolution: Resolution) -> bool:
     return bool(conda_frameworks(resolution) or spec.conda_packages)
 
 
+def needs_pip(spec: Spec, resolution: Resolution) -> bool:
+    """Whether a pip lock is written: a framework installed by pip, or pip packages."""
+    return bool(spec.pip_packages or any(f.installer == "pip" for f in resolution.resolved.frameworks))
+
+
 def build_requests(spec: Spec, resolution: Resolution, platforms: tuple[str, ...]) -> list[SolveRequest]:
     stack = resolution.resolved
     base_dir = Path(spec.source).resolve().parent if spec.source else Path.cwd()

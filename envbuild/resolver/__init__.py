@@ -39,9 +39,10 @@ class Analysis:
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None) -> Resolution:
-    """Resolve `spec` against `matrices` (default: the bundled matrices)."""
-    return _resolve(spec, matrices, with_fixes=True)
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True) -> Resolution:
+    """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
+    skips the search for verified fixes, for a caller that shows none."""
+    return _resolve(spec, matrices, with_fixes=fixes)
 
 
 def _resolve(spec: Spec, matrices, with_fixes: bool) -> Resolution:

@@ -15,7 +15,6 @@ with CDI, Podman 4.1+), or `--gpus device=<ids>` for Docker's legacy NVIDIA runt
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -112,6 +111,8 @@ def _device_lines(devices: str) -> list[str]:
 
 # --- submitting (envbuild verify --fleet) -----------------------------------------------------------
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    import shutil  # only to run a command: a fleet file's check of the scheduler needs none
+
     if shutil.which(argv[0]) is None:
         raise EnvironmentProblem(f"{argv[0]} not found", where="slurm", hint="run on a Slurm login node, or install slurm-client")
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
