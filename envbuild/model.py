@@ -19,6 +19,9 @@ INSTALLERS = tuple(i.value for i in Installer)
 BASE_FAMILIES = ("auto", *(f.value for f in BaseFamily))
 PLATFORMS = tuple(p.value for p in Platform)
 BUILD_PLATFORMS = tuple(p.value for p in Platform if p.buildable)  # the ones envbuild can lock and build for
+# what `host_platforms` in matrices/gpus.yaml may name: the platforms above, and the ones a
+# GPU's host can be that envbuild neither checks nor builds for (conda's names), so no spec names them
+GPU_HOST_PLATFORMS = (*PLATFORMS, "linux-armv7l")
 CONFLICT_KINDS = tuple(k.value for k in ConflictKind)  # in the order a resolution reports them
 
 

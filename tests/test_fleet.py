@@ -160,6 +160,24 @@ def test_a_jetson_or_grace_target_declared_linux_64_is_a_platform_conflict(tmp_p
                                           "Arm (aarch64) Grace CPU, so linux-64 builds cannot run on it")
 
 
+def test_a_32_bit_arm_target_is_a_conflict_that_names_its_own_board(tmp_path):
+    # Tegra K1 and Jetson TK1 share compute capability 3.2 and host platform, but not the
+    # sentence on what they are part of: each report keeps its own
+    path = _fleet(tmp_path, "targets:\n  a100:\n    gpu: A100\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n"
+                            "  tk1:\n    gpu: Jetson TK1\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n"
+                            "  k1:\n    gpu: Tegra K1\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n")
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", path, "--json")
+    assert done.returncode == 1
+    targets = {t["name"]: t for t in json.loads(done.stdout)["targets"]}
+    assert targets["a100"]["verdict"] == "ok"
+    for name, gpu in (("tk1", "Jetson TK1"), ("k1", "Tegra K1")):
+        (conflict,) = targets[name]["conflicts"]
+        alone = _cli("resolve", "--framework", "pytorch", "--gpu", gpu, "--json")
+        assert targets[name]["verdict"] == "conflict" and conflict["kind"] == "platform_unsupported"
+        assert "32-bit Arm" in conflict["message"] and conflict["fixes"] == []
+        assert [conflict] == json.loads(alone.stdout)["conflicts"]
+
+
 def test_targets_sharing_a_gpu_class_are_each_named_in_their_own_report(tmp_path):
     # one resolve serves GPUs of one class (same compute capability, data-center class and
     # host platforms), but each target's sentences name its own GPU, as resolving it alone does

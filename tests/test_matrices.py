@@ -378,11 +378,32 @@ def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
 
 
 def test_gpu_host_platforms_are_platforms_with_their_source(m):
-    from envbuild.values import Platform
+    from envbuild.model import BUILD_PLATFORMS, GPU_HOST_PLATFORMS
 
     limited = [g for g in m.gpus if g.host_platforms]
-    assert len(limited) == 16
+    assert len(limited) == 18
     for g in limited:
-        assert set(g.host_platforms) <= {p.value for p in Platform}, g.name
+        assert set(g.host_platforms) <= set(GPU_HOST_PLATFORMS), g.name
         assert g.host and g.host_source, g.name
     assert all(not g.host and not g.host_source for g in m.gpus if not g.host_platforms)
+    # only the Tegra K1's 32-bit Arm boards are in no platform envbuild builds for
+    assert sorted(g.name for g in limited if not set(g.host_platforms) & set(BUILD_PLATFORMS)) == ["Jetson TK1", "Tegra K1"]
+
+
+@pytest.mark.parametrize("platforms, error", [
+    ("['linux-arm64']", "unknown host platform(s) 'linux-arm64' for Jetson Imaginary (host_platforms is a list of: "
+                        "linux-64, linux-aarch64, win-64, osx-64, osx-arm64, linux-armv7l)"),
+    ("['linux-aarch64', 'armhf']", "unknown host platform(s) 'armhf' for Jetson Imaginary"),
+    ("'linux-aarch64'", "host_platforms of Jetson Imaginary must be a list"),
+])
+def test_a_gpu_host_platform_that_is_no_platform_name_does_not_load(tmp_path, platforms, error):
+    # a misspelt host platform would match no spec: every build would be refused on that GPU
+    (tmp_path / "gpus.yaml").write_text(
+        "gpus:\n  - {name: 'Jetson Imaginary', compute_capability: '8.7', host_platforms: " + platforms
+        + ", host: 'a module', host_source: x, source: x}\n")
+    with pytest.raises(matrix.MatrixError, match=re.escape("gpus.yaml:gpus[0]: " + error)):
+        matrix.load_from(tmp_path, use_cache=False)
+    (tmp_path / "gpus.yaml").write_text(
+        "gpus:\n  - {name: 'Jetson Imaginary', compute_capability: '3.2', host_platforms: ['linux-armv7l'], "
+        "host: 'a module', host_source: x, source: x}\n")
+    assert matrix.load_from(tmp_path, use_cache=False).gpus[0].host_platforms == ("linux-armv7l",)

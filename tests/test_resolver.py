@@ -1,6 +1,7 @@
 """The resolver, link by link, against the bundled matrices."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -408,6 +409,42 @@ def test_jetson_nano_names_its_module_and_the_jetson_linux_release_it_was_read_f
 def test_the_platform_fix_is_offered_where_the_arm_build_resolves():
     (c,) = resolve(_torch("Jetson AGX Orin")).conflicts
     assert [(f.description, f.changes) for f in c.fixes] == [("build for linux-aarch64", {"platform": "linux-aarch64"})]
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    """The command line in this process (the `main` the console script runs)."""
+    import contextlib
+    import io
+
+    from envbuild.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("gpu", ["Jetson TK1", "Tegra K1"])
+def test_a_32_bit_arm_gpu_is_a_conflict_on_every_platform_and_names_no_platform_to_set(gpu):
+    # envbuild builds for no 32-bit Arm platform: the answer says so and suggests nothing
+    for platform in ("linux-64", "linux-aarch64", "win-64"):
+        code, out = _cli("resolve", "--framework", "pytorch", "--gpu", gpu, "--platform", platform, "--json")
+        (c,) = json.loads(out)["conflicts"]
+        assert code == 1 and c["kind"] == "platform_unsupported" and c["fixes"] == []
+        assert c["message"].startswith(f"{gpu} is the integrated GPU of the Tegra K1 SoC")
+        assert "32-bit Arm (armv7l)" in c["message"] and "set platform" not in c["message"]
+        assert c["message"].endswith("; envbuild builds only for linux-64 and linux-aarch64, so nothing it writes "
+                                     "runs on it: choose another GPU")
+        assert "armhf" in c["facts"][0]["source"] and not c["facts"][0]["secondary"]
+    code, out = _cli("resolve", "--framework", "pytorch", "--gpu", gpu)
+    assert code == 1 and out.startswith("CONFLICT [platform_unsupported]") and "fix 1" not in out
+    # the host's platform is no platform a spec may name
+    assert _cli("resolve", "--framework", "pytorch", "--gpu", gpu, "--platform", "linux-armv7l")[0] == 2
+
+
+def test_a_32_bit_arm_gpu_gets_no_dockerfile(tmp_path):
+    code, _ = _cli("dockerfile", "--framework", "pytorch", "--gpu", "Jetson TK1", "-o", str(tmp_path / "Dockerfile"))
+    assert code == 1 and not (tmp_path / "Dockerfile").exists()
 
 
 @pytest.mark.parametrize("gpu", ["Jetson AGX Orin", "Jetson Nano", "GH200", "GB10"])

@@ -20,7 +20,7 @@ from typing import Any
 
 from envbuild import atomic
 from envbuild.matrix import tables as t
-from envbuild.model import FRAMEWORKS
+from envbuild.model import FRAMEWORKS, GPU_HOST_PLATFORMS
 from envbuild.paths import MATRICES_DIR, cache_dir
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
@@ -173,6 +173,7 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
         tables[attr] = tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
     _check_every_os_has_glibc(tables)
+    _check_gpu_host_platforms(tables["gpus"])
     from envbuild.matrix.gpu_match import build_index
 
     return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
@@ -189,6 +190,20 @@ def _check_every_os_has_glibc(tables: dict[str, tuple]) -> None:
             if row.os and row.os not in known:
                 raise MatrixError(f"{filename}:{key}[{i}]: OS {row.os!r} has no glibc row in lock_targets.yaml "
                                   f"(add its glibc with a source, so that locks for it state the right __glibc)")
+
+
+def _check_gpu_host_platforms(gpus: tuple) -> None:
+    """A host platform the resolver does not know (`linux-arm64` for `linux-aarch64`) would
+    match no spec, so every build would be refused on that GPU: such data does not load."""
+    filename, key, _ = TABLES["gpus"]
+    for i, row in enumerate(gpus):
+        if not isinstance(row.host_platforms, tuple):  # a bare string: `in` would test its substrings
+            raise MatrixError(f"{filename}:{key}[{i}]: host_platforms of {row.name} must be a list, "
+                              f"e.g. ['linux-aarch64']")
+        unknown = [p for p in row.host_platforms if p not in GPU_HOST_PLATFORMS]
+        if unknown:
+            raise MatrixError(f"{filename}:{key}[{i}]: unknown host platform(s) {', '.join(map(repr, unknown))} "
+                              f"for {row.name} (host_platforms is a list of: {', '.join(GPU_HOST_PLATFORMS)})")
 
 
 def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
-from envbuild.model import Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
+from envbuild.model import BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
@@ -146,12 +146,23 @@ def host_platform_problems(req: Request) -> list[Problem]:
         row = g.row
         if row is None or not row.host_platforms or req.platform in row.host_platforms:
             continue
+        facts = (Fact(f"{row.name}: {row.host}", source=row.host_source),)
+        buildable = [p for p in row.host_platforms if p in BUILD_PLATFORMS]
+        if not buildable:
+            # a 32-bit Arm board (Jetson TK1): no platform a spec may name would run on it,
+            # so there is no platform to suggest, and no fix
+            out.append(Problem(
+                "platform_unsupported",
+                f"{row.name} is {row.host}; envbuild builds only for {', '.join(BUILD_PLATFORMS[:-1])} and "
+                f"{BUILD_PLATFORMS[-1]}, so nothing it writes runs on it: choose another GPU",
+                facts=facts, hints={"unbuildable_host": True}))
+            continue
         out.append(Problem(
             "platform_unsupported",
             f"{row.name} is {row.host}, so {req.platform} builds cannot run on it; "
-            f"set platform: {row.host_platforms[0]}",
-            facts=(Fact(f"{row.name}: {row.host}", source=row.host_source),),
-            hints={"platform": row.host_platforms[0]}))
+            f"set platform: {buildable[0]}",
+            facts=facts,
+            hints={"platform": buildable[0]}))
     return out
 
 

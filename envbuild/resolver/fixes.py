@@ -88,6 +88,8 @@ def _candidates(spec: Spec, p: Problem, a):
     kind = p.kind
     outcome = next((o for o in a.outcomes if o.name == p.framework), None)
     nearest = outcome.nearest if outcome is not None else None
+    if kind == "platform_unsupported" and p.hints.get("unbuildable_host"):
+        return  # no platform envbuild builds for runs on that GPU; which GPU instead is the user's choice
     if kind == "platform_unsupported" and p.hints.get("platform"):
         yield f"build for {p.hints['platform']}", {"platform": p.hints["platform"]}
         return
