@@ -21,6 +21,7 @@ import sys
 
 from envbuild import frameworks
 from envbuild.errors import UserError
+from envbuild.values import BaseFamily
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 
@@ -46,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
     p = sub.add_parser("images", parents=[common], help="the base image catalog, filtered")
-    p.add_argument("--family", choices=("cuda", "pytorch", "tensorflow", "rapids", "dlc"))
+    p.add_argument("--family", choices=tuple(f.value for f in BaseFamily))
     p.add_argument("--cuda")
     p.add_argument("--flavour", choices=("base", "runtime", "devel"))
     p.add_argument("--framework")
