@@ -118,6 +118,8 @@ class Fix:
 
 @dataclass(frozen=True)
 class Conflict:
+    """A reason the stack cannot work, with the facts behind it and verified fixes."""
+
     kind: str  # one of CONFLICT_KINDS
     message: str  # one sentence: who sets the constraint, its version, which side must move
     facts: tuple[Fact, ...] = ()
@@ -126,6 +128,8 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Warning:  # noqa: A001 - a resolver warning, not the builtin category
+    """Something that works but deserves attention (PTX JIT, unknown facts, secondary sources)."""
+
     kind: str  # e.g. "ptx_jit", "unknown_fact", "secondary_source"
     message: str
     facts: tuple[Fact, ...] = ()
@@ -133,6 +137,8 @@ class Warning:  # noqa: A001 - a resolver warning, not the builtin category
 
 @dataclass(frozen=True)
 class ResolvedFramework:
+    """One framework as resolved: the exact release, its installer and build variant."""
+
     name: str  # canonical framework name (pytorch, tensorflow, jax, rapids, cupy)
     version: str  # exact release, e.g. "2.1.2"
     installer: str  # "conda" | "pip"
@@ -147,6 +153,8 @@ class ResolvedFramework:
 
 @dataclass(frozen=True)
 class ResolvedGpu:
+    """A target GPU as the matrix knows it."""
+
     name: str  # as the matrix names it ("NVIDIA A100-SXM4-80GB" or the user's text for a bare CC)
     compute_capability: str | None  # "8.0"; None for a model the matrix does not know
     datacenter: bool | None = None
@@ -154,6 +162,8 @@ class ResolvedGpu:
 
 @dataclass(frozen=True)
 class BaseImageChoice:
+    """The base image chosen for the Dockerfile, and why."""
+
     ref: str  # full reference from the catalog, e.g. "nvidia/cuda:12.1.1-cudnn8-runtime-ubuntu22.04"
     family: str  # dlc | pytorch | rapids | tensorflow | cuda
     flavour: str | None  # base | runtime | devel (None where the family has none)
@@ -167,6 +177,8 @@ class BaseImageChoice:
 
 @dataclass(frozen=True)
 class ResolvedStack:
+    """Every version the resolution fixed: frameworks, CUDA, cuDNN, Python, base image."""
+
     frameworks: tuple[ResolvedFramework, ...]
     cuda: str | None  # major.minor of the environment's CUDA
     cudnn: str | None
@@ -185,6 +197,8 @@ class ResolvedStack:
 
 @dataclass(frozen=True)
 class Resolution:
+    """What `resolve` answers for a spec: the verdict, the stack when ok, conflicts and warnings."""
+
     spec: Spec
     verdict: Literal["ok", "conflict"]
     resolved: ResolvedStack | None

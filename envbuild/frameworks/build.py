@@ -32,6 +32,8 @@ def known_pythons() -> tuple[str, ...]:
 
 @dataclass(frozen=True, eq=False)
 class Build:
+    """One installable GPU build of a framework release, as the resolver judges it."""
+
     framework: str  # canonical: pytorch | tensorflow | jax | rapids | cupy
     version: str
     installer: str  # pip | conda

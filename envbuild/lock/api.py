@@ -25,6 +25,8 @@ LockConflict = SolveFailed  # raised with .conflicts (resolve's format) and .raw
 
 @dataclass(frozen=True)
 class LockResult:
+    """The lock files written and the packages solved per platform."""
+
     out_dir: Path
     platforms: tuple[str, ...]
     files: tuple[Path, ...]

@@ -20,7 +20,6 @@ it holds the lock, no other run can be using one).
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import hashlib
@@ -29,7 +28,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
@@ -202,6 +200,8 @@ class NewSet:
 def replacing(folder: Path) -> Iterator[NewSet]:
     """Yield an empty NewSet to fill; when the block ends without an error it replaces the
     lock in `folder` as one unit. On an error the folder keeps its old set."""
+    import tempfile  # here and in _exchange: readers of a lock folder (check, dockerfile) need neither
+
     from envbuild.atomic import naming
 
     folder = Path(folder)
@@ -306,6 +306,8 @@ _AT_FDCWD = -100
 
 def _exchange(stage: Path, folder: Path) -> bool:
     """Swap the two folders atomically; False when this kernel or filesystem cannot."""
+    import ctypes
+
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         return False

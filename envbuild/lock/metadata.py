@@ -14,6 +14,8 @@ PREFIX = "envbuild."
 
 @dataclass(frozen=True)
 class Stamp:
+    """What a lock was made from (spec, matrices, resolved stack, platforms), to tell when it is stale."""
+
     spec_hash: str
     matrix_version: str
     resolved_hash: str

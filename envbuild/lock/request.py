@@ -15,6 +15,8 @@ from envbuild.package_sets import package_set
 
 @dataclass(frozen=True)
 class SolveRequest:
+    """What one platform's conda solve is asked: channels, specs, constraints, virtual packages."""
+
     platform: str
     channels: tuple[str, ...]  # URLs (file:// for local folders)
     specs: tuple[str, ...]  # conda MatchSpecs that must be installed

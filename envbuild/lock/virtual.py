@@ -15,6 +15,8 @@ from envbuild.model import ResolvedStack
 
 @dataclass(frozen=True)
 class VirtualPackage:
+    """A conda virtual package (`__cuda`, `__glibc`, ...) the solver assumes the target has."""
+
     name: str
     version: str
     build: str = "0"

@@ -66,6 +66,8 @@ class MatrixError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Matrices:
+    """Every matrix table, loaded and checked once, with the data version."""
+
     version: str  # content hash of the data files plus SCHEMA_VERSION: the "data version"
     cuda_releases: tuple[t.CudaRelease, ...] = ()
     minor_compat: tuple[t.MinorCompat, ...] = ()

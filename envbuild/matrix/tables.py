@@ -15,6 +15,8 @@ from typing import ClassVar
 
 @dataclass(frozen=True)
 class Row:
+    """A row of a matrix table; every row carries its source."""
+
     # A framework's table (matrices/<FRAMEWORK>.yaml, the list under ROWS_KEY) names the
     # framework here; the loader derives its entry from envbuild.model.FRAMEWORKS
     FRAMEWORK: ClassVar[str | None] = None
@@ -51,6 +53,8 @@ class MinorCompat(Row):
 # --- matrices/gpus.yaml -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Gpu(Row):
+    """A GPU model: compute capability, architecture, data-center class, memory, host platforms."""
+
     name: str = ""  # NVIDIA's name, e.g. "NVIDIA A100"
     aliases: tuple[str, ...] = ()  # what users type: "A100", "A100-80GB", "A100 80GB PCIe"
     compute_capability: str = ""  # "8.0"
@@ -101,6 +105,8 @@ class TorchBuild(Row):
 # --- matrices/tensorflow.yaml ---------------------------------------------------------------
 @dataclass(frozen=True)
 class TfBuild(Row):
+    """A tested TensorFlow build: Python, CUDA and cuDNN per release."""
+
     FRAMEWORK = "tensorflow"
     ROWS_KEY = "builds"
 
@@ -119,6 +125,8 @@ class TfBuild(Row):
 # --- matrices/jax.yaml ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class JaxRelease(Row):
+    """A jax/jaxlib release and the CUDA and cuDNN its GPU plugins need."""
+
     FRAMEWORK = "jax"
     ROWS_KEY = "releases"
 
@@ -137,6 +145,8 @@ class JaxRelease(Row):
 # --- matrices/rapids.yaml --------------------------------------------------------------------
 @dataclass(frozen=True)
 class RapidsRelease(Row):
+    """A RAPIDS release for one CUDA major: its CUDA range, Pythons, driver and lowest GPU."""
+
     FRAMEWORK = "rapids"
     ROWS_KEY = "releases"
 
@@ -153,6 +163,8 @@ class RapidsRelease(Row):
 # --- matrices/cupy.yaml -------------------------------------------------------------------
 @dataclass(frozen=True)
 class CupyPackage(Row):
+    """A CuPy package (wheel or conda) and the CUDA it is built for."""
+
     FRAMEWORK = "cupy"
     ROWS_KEY = "packages"
 
@@ -252,6 +264,8 @@ class PythonRelease(Row):
 # --- matrices/base_images.yaml ----------------------------------------------------------------
 @dataclass(frozen=True)
 class BaseImage(Row):
+    """A real base image tag and what it carries (CUDA, cuDNN, Python, OS, framework)."""
+
     ref: str = ""  # full real reference: "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
     family: str = ""  # dlc | pytorch | rapids | tensorflow | cuda
     flavour: str | None = None  # base | runtime | devel (nvidia/cuda, pytorch); None otherwise

@@ -29,6 +29,8 @@ DEFAULT_PYTHON = "3.12"  # only when nothing in the request constrains Python
 
 @dataclass
 class Analysis:
+    """Everything one pass over a request found: outcomes per framework, problems, the stack."""
+
     req: Request
     ix: Index
     outcomes: list[Outcome]

@@ -23,6 +23,8 @@ from envbuild.model import Fact
 
 @dataclass(frozen=True)
 class Wheels:
+    """The wheels a release really publishes, per platform and Python (read from the index)."""
+
     label: str  # what was read: "cupy-cuda12x 13.0.0..13.6.0" / "jax 0.4.38 + jaxlib 0.4.38 + ..."
     by_platform: dict  # platform -> frozenset of Pythons; a platform missing = no wheel there
     rows: tuple[t.WheelRelease, ...]

@@ -21,6 +21,8 @@ from envbuild.versions import parse_version, read_local_label
 
 @dataclass(frozen=True)
 class Problem:
+    """What one check found; a conflict when hard, a warning when soft."""
+
     kind: str
     message: str
     facts: tuple[Fact, ...] = ()

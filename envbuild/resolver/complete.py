@@ -243,6 +243,8 @@ def _row_fact(b: Build):
 
 @dataclass
 class Choice:
+    """The builds chosen for every framework, with the Python and installer they share."""
+
     builds: dict[str, Build]
     python: str | None
     installer: str

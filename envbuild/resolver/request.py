@@ -14,6 +14,8 @@ from envbuild.versions import Constraint, parse_constraint, parse_version, read_
 
 @dataclass(frozen=True)
 class Gpu:
+    """A requested GPU with its parsed compute capability and matrix row."""
+
     resolved: ResolvedGpu
     cc: ComputeCapability | None  # None: a model the matrix does not know (no architecture check)
     row: t.Gpu | None
@@ -29,6 +31,8 @@ class Gpu:
 
 @dataclass(frozen=True)
 class CudaPin:
+    """A CUDA version the request fixes (`cuda:` or a +cuXYZ label): a major and maybe a minor."""
+
     text: str  # as written
     major: int
     minor: int | None  # None = any minor of the major
@@ -44,6 +48,8 @@ class CudaPin:
 
 @dataclass(frozen=True)
 class Request:
+    """A spec with its values parsed once for the checks."""
+
     spec: Spec
     frameworks: tuple[tuple[str, Constraint, CudaPin | None], ...]  # name, version constraint, +cuXYZ pin
     cuda: CudaPin | None
