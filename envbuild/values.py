@@ -66,6 +66,10 @@ class _Value:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
+    def __reduce__(self):
+        # pickled as its text: `__setattr__` refuses the slot-by-slot state pickle would restore
+        return type(self).parse, (str(self),)
+
 
 def _padded(release: tuple[int, ...]) -> tuple[int, ...]:
     return release + (0,) * (3 - len(release))

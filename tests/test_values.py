@@ -43,6 +43,17 @@ def test_cuda_version_round_trips(parts):
 
 
 @SETTINGS
+@given(CUDAS, DRIVER_TEXTS, CCS)
+def test_values_survive_pickle(cuda, driver, cc):
+    # the resolver's builds are cached as pickles (resolver/build_cache.py)
+    import pickle
+
+    for v in (CudaVersion.parse(cuda_text(cuda)), DriverVersion.parse(driver), ComputeCapability.parse(f"{cc[0]}.{cc[1]}")):
+        back = pickle.loads(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
+        assert type(back) is type(v) and back == v and str(back) == str(v) and hash(back) == hash(v)
+
+
+@SETTINGS
 @given(CUDAS, CUDAS)
 def test_cuda_version_orders_as_packaging(a, b):
     x, y = cuda_text(a), cuda_text(b)

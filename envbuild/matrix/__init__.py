@@ -249,7 +249,7 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
             if isinstance(cached, Matrices) and cached.version == version:
                 if files is not None:
                     _remember_version(directory, key, version)
-                return cached
+                return _read_from_files(cached)
         except (OSError, pickle.PickleError, EOFError, AttributeError, TypeError):
             pass  # cold or stale cache: parse below
     if files is None:
@@ -263,7 +263,19 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
             _remember_version(directory, key, version)
         except OSError:
             pass  # a read-only home only costs speed
-    return matrices
+    return _read_from_files(matrices)
+
+
+def _read_from_files(m: Matrices) -> Matrices:
+    object.__setattr__(m, "_from_files", True)  # not a field: a `dataclasses.replace` copy lacks it
+    return m
+
+
+def from_files(m: Matrices) -> bool:
+    """Whether `m` is the tables as read from their files, so that `m.version` (their
+    content hash) names its content; a copy with tables replaced in memory keeps the
+    version of the files it was copied from."""
+    return getattr(m, "_from_files", False)
 
 
 def _code_key() -> int:

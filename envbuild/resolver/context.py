@@ -5,6 +5,8 @@ lookups by key, so a resolve only does dictionary reads and tuple comparisons.
 """
 from __future__ import annotations
 
+import functools
+
 from packaging.version import Version
 
 from envbuild import frameworks
@@ -52,13 +54,24 @@ class Index:
         self.builds = Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
         self.images = [(img, _image_cuda(img)) for img in m.base_images]
-        self.wheel_table = WheelTable(m.wheels)
 
     def _builds(self, name: str) -> list[b.Build]:
-        made = frameworks.get(name).builds(self.m, self.minors) if name in frameworks.names() else []
-        # best first: newest release, then newest CUDA, then pip before conda
-        made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
-        return self.attach_wheels(made)
+        if name not in frameworks.names():
+            return []
+        from envbuild.resolver import build_cache
+
+        made = build_cache.load(self.m, name)
+        if made is None:
+            made = frameworks.get(name).builds(self.m, self.minors)
+            # best first: newest release, then newest CUDA, then pip before conda
+            made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
+            build_cache.store(self.m, name, self.attach_wheels(made))
+        return made
+
+    @functools.cached_property
+    def wheel_table(self) -> WheelTable:
+        """`matrices/wheels.yaml` by distribution: read only when builds are made."""
+        return WheelTable(self.m.wheels)
 
     def attach_wheels(self, builds: list[b.Build]) -> list[b.Build]:
         """Give each pip build the wheel files of what it installs (matrices/wheels.yaml)."""
