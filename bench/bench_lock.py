@@ -15,7 +15,9 @@ Prints the median and min/max wall time of the full solve (repodata read + solve
 checks, a fresh gateway each run, as one `envbuild lock` process does) and the process's
 peak memory. Then, for a spec file asking for the same stack, `envbuild lock SPEC` wall
 time beside what the command itself must do (solve + write the lock files, timed in this
-process with everything imported), and the import time of the `lock` command. With
+process with everything imported), the import time of the `lock` command, and the time
+from start to the solve (a process that leaves when it would solve: what `lock` spends
+before the solver). With
 `--tree` (repeatable; a source tree such as a `git archive` of an older commit, put first
 on PYTHONPATH) the CLI part runs each tree in turn in the same loop, so that figures from
 before and after a change are taken under the same machine load. It ends with the floor
@@ -225,6 +227,22 @@ leave(code)
 """
 
 
+# The same process up to the moment it would solve: start-up, spec, resolve and the
+# solve request, everything `lock` does before the solver (it leaves there).
+TO_SOLVE_CHILD = """
+import os, sys
+try:
+    from envbuild import dataclass_code
+    dataclass_code.install()
+except ImportError:  # an older source tree
+    pass
+from envbuild.cli import main
+from envbuild.lock import solve as solve_module
+solve_module.solve = lambda *args, **kwargs: os._exit(0)
+main(sys.argv[1:])
+"""
+
+
 def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
     """`envbuild lock SPEC` wall time against the work it cannot avoid: its own solve and
     the writing of the lock files, timed inside the same process."""
@@ -251,6 +269,7 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
     ratios = {name: [] for name in envs}
     imports = {name: [] for name in envs}
     cpu = {name: [] for name in envs}  # user + system seconds: less disturbed by other load than wall time
+    to_solve = {name: [] for name in envs}
     for name, env in envs.items():  # warm the bytecode and the caches
         subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o", str(folder / "warm")],
                        env=env, check=True, capture_output=True)
@@ -265,6 +284,10 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
             spent = json.loads(done.stdout.splitlines()[-1])
             work[name].append(spent["solve"] + spent["write"])
             ratios[name].append(wall[name][-1] / work[name][-1])
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", TO_SOLVE_CHILD, "lock", str(spec_path), "-o", str(folder / "to-solve")],
+                           check=True, capture_output=True, env=env)
+            to_solve[name].append(time.perf_counter() - start)
             err = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI_CHILD, "lock", str(spec_path), "-o",
                                   str(folder / f"imports-{i}-{n}")], capture_output=True, text=True, check=True,
                                  env=env).stderr
@@ -274,7 +297,8 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
               f"its own solve + write: median {statistics.median(work[name]):.3f} s (min {min(work[name]):.3f}); "
               f"wall / (solve + write): median {statistics.median(ratios[name]):.1f}x (min {min(ratios[name]):.1f}x); "
               f"CPU (user + system, all threads) median {statistics.median(cpu[name]):.3f} s; "
-              f"imports (-X importtime, top-level cumulative): median {statistics.median(imports[name]) / 1000:.0f} ms")
+              f"imports (-X importtime, top-level cumulative): median {statistics.median(imports[name]) / 1000:.0f} ms; "
+              f"start to the solve (a process that leaves there): median {statistics.median(to_solve[name]):.3f} s")
     floor = {"python -c pass": "pass", "python -c 'import rattler'": "import rattler"}
     for label, code in floor.items():
         times, cpus = [], []
