@@ -1,11 +1,12 @@
 """A framework's builds, kept between runs per data version and code.
 
 Making PyTorch's 258 builds and their wheel sets from the matrix rows takes about 15 ms
-of every command that resolves; reading them back takes about 2. The matrix rows a build
+of every command that resolves; reading them back takes about 4. The matrix rows a build
 points to are not stored with it: each is written as its place in the loaded matrices
 (pickle's persistent IDs) and read back as that very object, so a cached build and a
 freshly made one lead to the same rows. The file name holds the data version and a
-checksum of the code that makes builds, so an edit to either makes a new file.
+checksum of the code that makes builds (and the `packaging` release whose versions they
+hold), so a change to any of them makes a new file.
 """
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ def _path(m, framework: str) -> Path:
 def _code_checksum() -> int:
     global _code_key
     if _code_key is None:
-        checksum = 0
+        import packaging
+
+        checksum = zlib.crc32(packaging.__version__.encode())
         for part in _CODE:
             path = _PACKAGE / part
             files = sorted(path.glob("*.py")) if path.is_dir() else [path]
