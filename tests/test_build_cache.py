@@ -83,3 +83,21 @@ def test_the_cli_answers_the_same_from_the_cache(tmp_path):
     assert list((tmp_path / "envbuild").glob("builds-pytorch-*.pickle"))
     again = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
     assert json.loads(again) == json.loads(first)
+
+
+def test_files_of_older_versions_are_forgotten_oldest_first(cache, monkeypatch):
+    # each data or code version writes its own file: without a bound the folder grows with every upgrade
+    monkeypatch.setattr(build_cache, "KEEP", 2)
+    cache.mkdir(parents=True)
+    for i in range(3):
+        old = cache / f"builds-pytorch-old{i}-code00000000.pickle"
+        old.write_bytes(b"stale")
+        os.utime(old, (1_700_000_000 + i, 1_700_000_000 + i))
+    other = cache / "builds-jax-old-code00000000.pickle"  # another framework's files are its own
+    other.write_bytes(b"stale")
+    os.utime(other, (1_600_000_000, 1_600_000_000))
+    m = matrix.load()
+    context.Index(m).builds["pytorch"]
+    kept = sorted(p.name for p in cache.glob("builds-*.pickle"))
+    assert kept == sorted([other.name, "builds-pytorch-old2-code00000000.pickle",
+                           next(cache.glob(f"builds-pytorch-{m.version}-*.pickle")).name])

@@ -21,11 +21,12 @@ from typing import Any
 from envbuild import atomic
 from envbuild.matrix import tables as t
 from envbuild.model import FRAMEWORKS, GPU_HOST_PLATFORMS
-from envbuild.paths import MATRICES_DIR, cache_dir
+from envbuild.paths import MATRICES_DIR, cache_dir, forget_oldest
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
+KEEP_TABLES = 16  # cached table files (data and code versions, ~0.5 MB each); the oldest go first
 
 
 def _framework_tables() -> dict[str, tuple[str, str, type]]:
@@ -260,6 +261,7 @@ def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
             cache.parent.mkdir(parents=True, exist_ok=True)
             with atomic.replacing(cache, "wb") as fh:
                 pickle.dump(matrices, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            forget_oldest(cache.parent, "matrices-*.pickle", KEEP_TABLES)
             _remember_version(directory, key, version)
         except OSError:
             pass  # a read-only home only costs speed

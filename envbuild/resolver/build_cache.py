@@ -19,13 +19,14 @@ from pathlib import Path
 from envbuild import atomic
 from envbuild.matrix import from_files
 from envbuild.matrix import tables as t
-from envbuild.paths import cache_dir
+from envbuild.paths import cache_dir, forget_oldest
 
 # the code whose output or classes the files hold: every framework plugin and the build
 # class, the resolver's wheel sets, the row classes and the value types they carry
 _CODE = ("frameworks", "resolver/artefacts.py", "resolver/context.py", "resolver/build_cache.py", "matrix",
          "versions.py", "values.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
+KEEP = 8  # files per framework (data and code versions); the oldest go first
 _code_key: int | None = None
 
 
@@ -58,6 +59,7 @@ def store(m, framework: str, builds: list) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic.replacing(path, "wb") as fh:
             fh.write(buffer.getvalue())
+        forget_oldest(path.parent, f"builds-{framework}-*.pickle", KEEP)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass
 

@@ -19,7 +19,6 @@ from envbuild.values import DriverVersion, major_minor
 from envbuild.versions import parse_version
 
 
-
 def fact(text: str, row: t.Row | None) -> Fact:
     if row is None:
         return Fact(text, source="envbuild rule")

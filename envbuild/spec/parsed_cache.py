@@ -17,7 +17,7 @@ import marshal
 import os
 import zlib
 
-from envbuild.paths import cache_dir
+from envbuild.paths import cache_dir, forget_oldest
 from envbuild.spec import parse
 
 FORMAT = 2
@@ -64,17 +64,7 @@ def parse_text(text: str, source: str | None) -> parse.RawSpec:
         os.makedirs(folder, exist_ok=True)
         with atomic.replacing(path, "wb") as handle:
             handle.write(blob)
-        _forget_oldest(folder)
+        forget_oldest(folder, "*.marshal", KEEP)
     except OSError:
         pass  # a read-only home only costs speed
     return raw
-
-
-def _forget_oldest(folder: str) -> None:
-    entries = sorted((e for e in os.scandir(folder) if not e.name.startswith(".")),  # not a write under way
-                     key=lambda e: e.stat().st_mtime_ns)
-    for stale in entries[:-KEEP]:
-        try:
-            os.unlink(stale.path)
-        except OSError:
-            pass
