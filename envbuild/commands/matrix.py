@@ -128,9 +128,10 @@ def _gpu(m, args):
         gpus = L.gpus_with_cc(m, cc)
         sm = L.sm_of(cc)
         data = {"compute_capability": cc, "sm": f"sm_{sm}", "gpus": [g.name for g in gpus],
-                "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm)}
+                "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm),
+                "linux_drivers": _drivers(m, cc)}
         lines = [f"compute capability {cc} (sm_{sm})", f"  GPUs ({len(gpus)}): {', '.join(data['gpus']) or 'none in the matrix'}"]
-        lines += _cuda_range_lines(data)
+        lines += _cuda_range_lines(data) + _driver_lines(data)
         return data, lines
     rows = L.gpu_candidates(m, args.name)
     if len(rows) > 1:  # the name fits GPUs of different compute capabilities: say so, never pick one
@@ -143,7 +144,7 @@ def _gpu(m, args):
     sm = L.sm_of(gpu.compute_capability)
     exact = L.gpu_key(args.name) in {L.gpu_key(n) for n in (gpu.name, *gpu.aliases)}
     data = {"gpu": _row(gpu), "sm": f"sm_{sm}", "cuda_min": L.min_cuda_for_sm(m, sm), "cuda_last": L.last_cuda_for_sm(m, sm),
-            "exact_name": exact}
+            "exact_name": exact, "linux_drivers": _drivers(m, gpu.compute_capability)}
     kind = {True: "data center", False: "not data center", None: "unknown"}[gpu.datacenter]
     lines = [
         f"{gpu.name}: compute capability {gpu.compute_capability} (sm_{sm}), {gpu.architecture}, {kind}",
@@ -153,7 +154,7 @@ def _gpu(m, args):
         lines.append(f"  {args.name!r} matched without its board, edition or product-line words (they do not change the compute capability)")
     if gpu.memory_gb is not None:
         lines.append(f"  memory: {gpu.memory_gb} GB")
-    lines += _cuda_range_lines(data)
+    lines += _cuda_range_lines(data) + _driver_lines(data)
     lines.append(f"  source: {gpu.source}{_marks(gpu)}")
     return data, lines
 
@@ -163,6 +164,28 @@ def _cuda_range_lines(data) -> list[str]:
         return ["  no CUDA toolkit in the matrix compiles for it"]
     last = f" up to CUDA {data['cuda_last']}" if data["cuda_last"] else " (still in the newest toolkit)"
     return [f"  CUDA toolkits compile for it from {data['cuda_min']}{last}"]
+
+
+def _drivers(m, cc: str) -> dict | None:
+    """The Linux driver branches that drive the GPU; None for an integrated (Tegra) GPU."""
+    from envbuild.matrix import lookup as L
+
+    span = L.driver_span(m, cc)
+    if span is None:
+        return None
+    row = span.architecture
+    return {"architecture": row.architecture, "first_branch": span.first_branch, "first_driver": span.first_driver,
+            "last_branch": row.last_branch, "last_driver": row.last_driver_linux, "source": row.source}
+
+
+def _driver_lines(data) -> list[str]:
+    d = data["linux_drivers"]
+    if d is None:
+        return ["  Linux drivers: come with Linux for Tegra (the branch rules do not apply)"]
+    low = f"R{d['first_branch']} (>= {d['first_driver']})" if d["first_branch"] else None
+    high = f"R{d['last_branch']} (e.g. {d['last_driver']})" if d["last_branch"] else None
+    span = f"{low} to {high}" if low and high else f"{low} and newer" if low else f"{high} and older" if high else "every branch"
+    return [f"  Linux drivers that drive it: {span}"]
 
 
 # --- cuda / driver -----------------------------------------------------------------------------------

@@ -97,15 +97,16 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -
 
     resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for
 
-    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make, fixes: bool = True) -> Resolution:
+    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make, fixes: bool = True,
+               joint: bool = False) -> Resolution:
         # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
         # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is the spec
         # without its GPUs and driver, the same for every target of a platform; `make()`
         # writes the whole spec, only when it is resolved.
-        key = (rest, driver, tuple(gpu_class(g) for g in gpus), fixes)
+        key = (rest, driver, tuple(gpu_class(g) for g in gpus), fixes, joint)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = resolve(make(), m, fixes=fixes)
+            found = memo[key] = resolve(make(), m, fixes=fixes, joint=joint)
             resolved_for[key] = gpus[0] if len(gpus) == 1 else None
         elif resolved_for[key] is not None and names[resolved_for[key]] != names[gpus[0]]:
             # the class's answer speaks of the GPU it was resolved for: name this target's
@@ -116,7 +117,8 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
         joint_spec = _joint_spec(spec, group)
-        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec, joint_fixes)
+        joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec, joint_fixes,
+                       joint=True)
         joints.append(joint)
         pinned = _pin(spec, joint) if joint.ok else spec
         rest = _without_target(_target_spec(pinned, group[0]))

@@ -40,6 +40,7 @@ def _framework_tables() -> dict[str, tuple[str, str, type]]:
 TABLES: dict[str, tuple[str, str, type]] = {
     "cuda_releases": ("cuda_driver.yaml", "releases", t.CudaRelease),
     "minor_compat": ("cuda_driver.yaml", "minor_version_compatibility", t.MinorCompat),
+    "driver_architectures": ("cuda_driver.yaml", "architectures", t.DriverArchitecture),
     "gpus": ("gpus.yaml", "gpus", t.Gpu),
     "cuda_arch": ("cuda_arch.yaml", "toolkits", t.CudaArchSupport),
     **_framework_tables(),
@@ -72,6 +73,7 @@ class Matrices:
     version: str  # content hash of the data files plus SCHEMA_VERSION: the "data version"
     cuda_releases: tuple[t.CudaRelease, ...] = ()
     minor_compat: tuple[t.MinorCompat, ...] = ()
+    driver_architectures: tuple[t.DriverArchitecture, ...] = ()
     gpus: tuple[t.Gpu, ...] = ()
     cuda_arch: tuple[t.CudaArchSupport, ...] = ()
     # the frameworks' tables, one per name of model.FRAMEWORKS (typed fields: the plugins read `m.<table>`)

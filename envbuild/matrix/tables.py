@@ -50,6 +50,17 @@ class MinorCompat(Row):
     floor_windows: str | None = None  # "452.39"; None = not read
 
 
+@dataclass(frozen=True)
+class DriverArchitecture(Row):
+    """A GPU architecture NVIDIA's Linux drivers drive, by its discrete GPUs' compute
+    capabilities, and the last driver branch that drives it."""
+
+    architecture: str = ""  # "Kepler"
+    compute_capabilities: tuple[str, ...] = ()  # ("3.0", "3.5", "3.7")
+    last_branch: int | None = None  # 470; None = still supported
+    last_driver_linux: str | None = None  # a release of that branch to move to: "470.239.06"
+
+
 # --- matrices/gpus.yaml -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Gpu(Row):

@@ -18,6 +18,7 @@ from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
+from envbuild.resolver.gpu_driver import driver_gpu_problems
 from envbuild.resolver.request import Request, read_request
 from envbuild.values import ConflictKind, major_minor
 from envbuild.versions import parse_version
@@ -37,30 +38,33 @@ class Analysis:
     problems: list[Problem] = field(default_factory=list)  # hard
     warnings: list[Problem] = field(default_factory=list)
     stack: ResolvedStack | None = None
+    joint: bool = False  # a fleet's joint request: see `resolve`
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None, *, fixes: bool = True) -> Resolution:
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False) -> Resolution:
     """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
-    skips the search for verified fixes, for a caller that shows none."""
-    return _resolve(spec, matrices, with_fixes=fixes)
+    skips the search for verified fixes, for a caller that shows none. `joint=True`: the
+    spec is a fleet's joint request, the union of GPUs that sit on different hosts with
+    their oldest driver; whether each host's driver drives its GPU is left to the targets."""
+    return _resolve(spec, matrices, with_fixes=fixes, joint=joint)
 
 
-def _resolve(spec: Spec, matrices, with_fixes: bool) -> Resolution:
+def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
     if matrices is None:
         from envbuild import matrix
 
         matrices = matrix.load()
     ix = index(matrices)
-    a = analyse(spec, ix)
+    a = analyse(spec, ix, joint)
     conflicts = []
     for p in a.problems:
         fixes = ()
         if with_fixes:
             from envbuild.resolver.fixes import fixes_for
 
-            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False)))
+            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
     warnings = tuple(Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in _dedupe(a.warnings))
     return Resolution(spec=spec, verdict="conflict" if conflicts else "ok", resolved=a.stack,
@@ -76,24 +80,24 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def analyse(spec: Spec, ix: Index) -> Analysis:
-    a = _analyse(spec, ix)
+def analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
+    a = _analyse(spec, ix, joint)
     # A pip venv runs the base image's python3. When the newest builds need a Python that
     # no fitting image has, the newest builds for a Python an image does have win.
     retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
     if retry is not None and not spec.python:
         for py in retry.hints["base_pythons"]:
-            again = _analyse(spec.with_changes({"python": py}), ix)
+            again = _analyse(spec.with_changes({"python": py}), ix, joint)
             if not again.problems:
                 return again
     return a
 
 
-def _analyse(spec: Spec, ix: Index) -> Analysis:
+def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     req = read_request(spec, ix)
     family_check = base_image.family_filter(req, ix)
     outcomes = [evaluate(name, c, local, req, ix, family_check) for name, c, local in req.frameworks]
-    a = Analysis(req, ix, outcomes)
+    a = Analysis(req, ix, outcomes, joint=joint)
     for o in outcomes:
         a.problems += o.problems
         for p in (o.unknown, o.stand_in):
@@ -110,7 +114,8 @@ def _analyse(spec: Spec, ix: Index) -> Analysis:
         hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
     # A GPU on the wrong platform makes every build's own verdict moot: it is the one conflict.
-    a.problems = host_platform_problems(req) or a.problems
+    # A driver that does not drive a GPU is a conflict besides the builds' own.
+    a.problems = host_platform_problems(req) or ([] if joint else driver_gpu_problems(req, ix)) + a.problems
     choice = None
     if not a.problems:
         choice, apart = combine(outcomes, req, ix)

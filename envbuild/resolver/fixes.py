@@ -53,20 +53,24 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
     from envbuild.resolver import analyse
 
     try:
-        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix))
+        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix, analysis.joint))
     except Exception:  # noqa: BLE001
         return None
     if not second.problems:
         return None
     if (second.problems[0].kind, second.problems[0].framework) == (p.kind, p.framework):
         return None  # the candidate did not clear this conflict; it is not a step towards a fix
-    for more_desc, more in list(_candidates(fixed, second.problems[0], second))[:3]:
-        merged = {**changes, **more}
-        try:
-            if _once(analysis, "resolution", spec.with_changes(merged), resolve_plain).ok:
-                return Fix(f"{description}, and {more_desc}", merged)
-        except Exception:  # noqa: BLE001
-            continue
+    # Any of the remaining conflicts may hold the move that clears them all: a GPU that needs
+    # the R575 driver and a build that needs R580 are both cleared by R580.
+    for rest in second.problems[:3]:
+        for more_desc, more in list(_candidates(fixed, rest, second))[:3]:
+            merged = {**changes, **more}
+            try:
+                if _once(analysis, "resolution", spec.with_changes(merged), resolve_plain).ok:
+                    # a second move that replaces every value of the first is the whole fix
+                    return Fix(more_desc if set(more) >= set(changes) else f"{description}, and {more_desc}", merged)
+            except Exception:  # noqa: BLE001
+                continue
     return None
 
 
@@ -99,6 +103,9 @@ def _candidates(spec: Spec, p: Problem, a):
         return
     if kind == "driver_too_old" and p.hints.get("driver") and spec.driver:
         yield f"upgrade the host driver to >= {p.hints['driver']}", {"driver": p.hints["driver"]}
+    if kind == "gpu_arch_unsupported" and p.hints.get("driver_branch_max") and spec.driver:
+        yield (f"use a driver of the R{p.hints['driver_branch_max']} branch, {p.hints['driver']}",
+               {"driver": p.hints["driver"]})
     if kind == "python_unsupported" and p.hints.get("pythons"):
         for py in sorted(p.hints["pythons"], key=parse_version, reverse=True)[:2]:
             yield f"use Python {py}", {"python": py}
