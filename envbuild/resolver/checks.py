@@ -92,16 +92,30 @@ def _host_cached(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Prob
 
 
 def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Problem], list[Problem]]:
-    """(the links checked before the GPUs', those checked after), in report order."""
-    out: list[Problem] = []
-    out += platform(b, req, ix)
-    out += cuda_variant(b, req, cuda_pin)
-    out += cuda_floor(b)
-    out += python(b, req)
-    if not any(p.kind == "platform_unsupported" for p in out):
-        out += wheel_platform(b, req)
-    out += driver(b, req, ix)
+    """(the links checked before the GPUs', those checked after), in report order. The
+    platform and Python links and the driver link are memoised apart, each on what it
+    reads: a fix's request differs from the one it fixes in one value (the driver, or a
+    retry's Python), and only the links that read it are checked again."""
+    key = ("platform links", id(b), req.platform, req.python)
+    placed = ix.memo.get(key)
+    if placed is None:
+        placed = ix.memo[key] = _platform_links(b, req, ix)
+    key = ("driver link", id(b), req.platform, req.driver)
+    driven = ix.memo.get(key)
+    if driven is None:
+        driven = ix.memo[key] = driver(b, req, ix)
+    first, rest = placed
+    out = first + cuda_variant(b, req, cuda_pin) + cuda_floor(b) + rest + driven
     return out, cudnn(b, req) + label_cudnn(b.framework, req, cuda_pin)
+
+
+def _platform_links(b: Build, req: Request, ix: Index) -> tuple[list[Problem], list[Problem]]:
+    """(the platform link, the Python and wheel links), which read the platform and Python."""
+    placed = platform(b, req, ix)
+    rest = python(b, req)
+    if not any(p.kind == "platform_unsupported" for p in placed + rest):
+        rest += wheel_platform(b, req)
+    return placed, rest
 
 
 def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
