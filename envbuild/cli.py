@@ -45,8 +45,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+def main(argv: list[str] | None = None, *, leaving: bool = False) -> int:
+    """Run one command; `leaving`: the process exits right after (the console entry)."""
+    import gc
+
+    collecting = gc.isenabled()
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        # A command may pause the cyclic collector for its work (`resolve --fleet`); a
+        # process that exits next never needs it back, and turning it on would first
+        # traverse every object the command made.
+        if collecting and not leaving:
+            gc.enable()
+
+
+def _main(argv: list[str]) -> int:
     from envbuild import dataclass_code
 
     dataclass_code.install()  # before the commands import the modules that define dataclasses
@@ -188,7 +202,7 @@ def error_json(exc: UserError) -> dict:
 
 def run() -> None:
     """The console entry point: `main`, then a quick exit (see `leave`)."""
-    leave(main())
+    leave(main(leaving=True))
 
 
 def leave(code: int) -> None:

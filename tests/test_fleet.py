@@ -211,3 +211,21 @@ def test_the_text_report_leaves_out_only_the_joint_fixes_it_never_shows(tmp_path
     done = _cli("resolve", "--framework", "pytorch==2.1.2", "--cuda", "12.1", "--fleet", path, "--json")
     joint = json.loads(done.stdout)["joint"][0]["conflicts"][0]
     assert joint["fixes"][0] == {"description": "upgrade the host driver to >= 525.60.13", "changes": {"driver": "525.60.13"}}
+
+
+def test_the_fleet_command_pauses_the_collector_only_for_itself():
+    # `resolve --fleet` turns the cyclic collector off for its work; called in-process (not
+    # as the console entry, whose process exits next) `main` turns it back on
+    import gc
+
+    assert gc.isenabled()
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["resolve", "--framework", "pytorch", "--fleet", "tests/data/fleets/fleet.yaml"])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(["resolve", "--framework", "pytorch", "--fleet", "tests/data/fleets/fleet.yaml"])
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()

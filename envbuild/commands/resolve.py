@@ -49,6 +49,12 @@ def _run_fleet(spec, args) -> int:
 
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    import gc
+
+    # A fleet's resolves make a few hundred thousand objects that live until the answer is
+    # written; the cyclic collector would traverse them and free nothing (`cli.main` turns
+    # it back on, unless the process exits next).
+    gc.disable()
     targets = load_fleet(args.fleet).select(args.target)
     result = resolve_fleet(spec, targets, joint_fixes=args.json)  # the text report shows no joint fixes
     if args.json:
