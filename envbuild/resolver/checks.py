@@ -60,7 +60,12 @@ def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Prob
 
 
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
-    """No hard problem between build `b` and the request."""
+    """No hard problem between build `b` and the request. A fix search asks this of every
+    build on another platform (a Jetson's Arm): a build not published there fails on its
+    platform link, and its other links are not checked."""
+    placed, rest = _platform_cached(b, req, ix)
+    if any(not p.soft for p in placed) or any(not p.soft for p in rest):
+        return False
     return not summaries(req, ix, cuda_pin)[b][0]
 
 
@@ -96,10 +101,7 @@ def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Probl
     platform and Python links and the driver link are memoised apart, each on what it
     reads: a fix's request differs from the one it fixes in one value (the driver, or a
     retry's Python), and only the links that read it are checked again."""
-    key = ("platform links", id(b), req.platform, req.python)
-    placed = ix.memo.get(key)
-    if placed is None:
-        placed = ix.memo[key] = _platform_links(b, req, ix)
+    placed = _platform_cached(b, req, ix)
     key = ("driver link", id(b), req.platform, req.driver)
     driven = ix.memo.get(key)
     if driven is None:
@@ -107,6 +109,14 @@ def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Probl
     first, rest = placed
     out = first + cuda_variant(b, req, cuda_pin) + cuda_floor(b) + rest + driven
     return out, cudnn(b, req) + label_cudnn(b.framework, req, cuda_pin)
+
+
+def _platform_cached(b: Build, req: Request, ix: Index) -> tuple[list[Problem], list[Problem]]:
+    key = ("platform links", id(b), req.platform, req.python)
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = _platform_links(b, req, ix)
+    return found
 
 
 def _platform_links(b: Build, req: Request, ix: Index) -> tuple[list[Problem], list[Problem]]:
