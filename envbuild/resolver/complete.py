@@ -66,6 +66,11 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     scored = []
     # the kinds of the problems decide; only the nearest build's are written below
     judged = checks.summaries_of(candidates, req, ix, pin)
+    if extra_check is None and not strict:
+        # the common case, once per target of a fleet: the summaries alone decide
+        out.viable = [b for b, (hard, _soft, _off) in zip(candidates, judged) if not hard]
+        if out.viable:
+            return out
     for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
         if strict and "unknown_fact" in soft:
             hard = hard | {"unknown_fact"}
