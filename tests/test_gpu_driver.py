@@ -143,3 +143,25 @@ def test_a_fix_clears_the_gpus_driver_floor_and_the_builds_together():
     (c,) = resolve(torch("GB10", "535.104.05"), M).conflicts
     assert [(f.description, f.changes) for f in c.fixes] == [
         ("build for linux-aarch64, and upgrade the host driver to >= 580", {"platform": "linux-aarch64", "driver": "580"})]
+
+
+def test_matrix_driver_says_which_architectures_a_driver_drives():
+    # what a platform team asks before a driver upgrade: which of our GPUs would it drop?
+    import contextlib
+    import io
+
+    from envbuild.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["matrix", "driver", "595.71.05", "--json"]) == 0
+    rows = {r["compute_capability"]: r for r in json.loads(out.getvalue())["architectures"]}
+    assert not rows["7.0"]["drives"] and rows["7.0"]["why"] == "last branch R580"
+    assert rows["7.5"]["drives"] and rows["12.0"]["drives"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["matrix", "driver", "470.57.02"]) == 0
+    text = out.getvalue()
+    assert "Kepler (3.0, 3.5, 3.7)" in text.split("does not drive")[0]
+    assert "Hopper (9.0): from R520 (>= 520.61.05)" in text
+    assert "Fermi (2.0, 2.1): last branch R390" in text

@@ -227,7 +227,46 @@ def _driver(m, args):
     lines = [f"driver {args.version} on {args.platform}: newest CUDA {cuda or 'none'}", f"  {info.rule}"]
     if info.source:
         lines.append(f"  source: {info.source}{_marks(info)}")
+    if args.platform in ("linux-64", "linux-aarch64"):
+        data["architectures"] = _driven(m, args.version)
+        lines += _driven_lines(data["architectures"])
     return data, lines
+
+
+def _driven(m, driver: str) -> list[dict]:
+    """Per GPU architecture (and compute capability where they differ): does the Linux
+    driver drive it (`drives`), and else why not."""
+    from envbuild.matrix import lookup as L
+    from envbuild.values import DriverVersion
+
+    branch = DriverVersion.parse(driver).parts[0]
+    out = []
+    for row in m.driver_architectures:
+        for cc in row.compute_capabilities:
+            span = L.driver_span(m, cc)
+            missed = span.misses(branch)
+            why = None
+            if missed == "past":
+                why = f"last branch R{row.last_branch}"
+            elif missed == "before":
+                why = f"from R{span.first_branch} (>= {span.first_driver})"
+            out.append({"architecture": row.architecture, "compute_capability": cc, "drives": missed is None, "why": why})
+    return out
+
+
+def _driven_lines(rows: list[dict]) -> list[str]:
+    def grouped(items):
+        by: dict = {}
+        for r in items:
+            by.setdefault((r["architecture"], r["why"]), []).append(r["compute_capability"])
+        return [f"{arch} ({', '.join(ccs)})" + (f": {why}" if why else "") for (arch, why), ccs in by.items()]
+
+    lines = [f"  drives (Linux): {', '.join(grouped(r for r in rows if r['drives'])) or 'no GPU in the matrix'}"]
+    missed = [r for r in rows if not r["drives"]]
+    if missed:
+        lines.append(f"  does not drive: {'; '.join(grouped(missed))}")
+    lines.append("  (integrated Tegra GPUs come with Linux for Tegra; not judged)")
+    return lines
 
 
 # --- frameworks ----------------------------------------------------------------------------------------

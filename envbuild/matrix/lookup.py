@@ -305,6 +305,16 @@ class DriverSpan:
     def first_branch(self) -> int | None:
         return int(self.first_driver.split(".")[0]) if self.first_driver else None
 
+    def misses(self, branch: int) -> str | None:
+        """Why a driver of `branch` does not drive these GPUs: "past" the architecture's
+        last branch, "before" the first; None when it drives them."""
+        last = self.architecture.last_branch
+        if last is not None and branch > last:
+            return "past"
+        if self.first_branch is not None and branch < self.first_branch:
+            return "before"
+        return None
+
 
 def driver_span(m: Matrices, cc: str) -> DriverSpan | None:
     """None for a compute capability no `architectures` row lists: the integrated GPUs of

@@ -38,10 +38,10 @@ def _judge(req: Request, ix: Index, cc) -> tuple:
     span = lookup.driver_span(ix.m, str(cc))
     if span is None:  # an integrated (Tegra) GPU
         return ()
-    branch = req.driver.parts[0]
+    missed = span.misses(req.driver.parts[0])
     row = span.architecture
     arch = row.architecture
-    if row.last_branch is not None and branch > row.last_branch:
+    if missed == "past":
         return (lambda name: Problem(
             "gpu_arch_unsupported",
             f"{name} is a {arch} GPU (compute capability {cc}), and the R{row.last_branch} driver branch is the last "
@@ -49,7 +49,7 @@ def _judge(req: Request, ix: Index, cc) -> tuple:
             f"(e.g. {row.last_driver_linux}) on that host or choose a newer GPU",
             (fact(f"{arch}: last driver branch R{row.last_branch}", row),),
             hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch}),)
-    if span.first_branch is None or branch >= span.first_branch:
+    if missed is None:
         return ()
     need = span.first_driver
     return (lambda name: Problem(
