@@ -42,20 +42,26 @@ def test_a_driver_newer_than_the_last_branch_of_the_architecture_does_not_see_th
 
 
 @pytest.mark.parametrize("gpu, driver, need", [
-    ("H100", "470.57.02", "520.61.05"),  # sm_90 came with CUDA 11.8 (R520)
-    ("RTX 4090", "515.65.01", "520.61.05"),  # sm_89 likewise
-    ("B200", "560.35.03", "570.26"),  # sm_100 came with CUDA 12.8 (R570)
-    ("RTX 3090", "450.80.02", "455.23"),  # sm_86 came with CUDA 11.1 (R455)
+    ("H100", "470.57.02", "520.56.06"),  # no R515 tag of the open kernel modules lists an H100
+    ("RTX 4090", "515.65.01", "520.61.05"),  # Ada came with CUDA 11.8 and its R520 driver
+    ("B200", "560.35.03", "570.86.15"),  # Blackwell from R570
 ])
-def test_a_driver_older_than_the_branch_that_added_the_architecture_does_not_see_the_gpu(gpu, driver, need):
+def test_a_driver_older_than_the_first_branch_of_the_architecture_does_not_see_the_gpu(gpu, driver, need):
     # minor-version compatibility lets the old driver run a cu118 / cu12x build: before the
     # rule, envbuild said ok
     assert resolve(torch(gpu, driver), UNRULED).ok
     r = resolve(torch(gpu, driver), M)
     (c,) = [c for c in r.conflicts if "does not see it at all" in c.message]
     assert c.kind == "driver_too_old" and c.message.endswith(f"so upgrade the driver to >= {need}")
+    assert "open-gpu-kernel-modules" in c.facts[0].source
     assert c.fixes[0].changes == {"driver": need}
     assert resolve(torch(gpu, need), M).ok
+
+
+def test_an_architecture_whose_first_branch_was_not_read_is_not_judged_by_it():
+    # the open kernel modules list Ampere from their first tag: when GA102 came to the
+    # drivers is not read, so an RTX 3090 on R450 is judged by its builds alone
+    assert resolve(torch("RTX 3090", "450.80.02"), M) == resolve(torch("RTX 3090", "450.80.02"), UNRULED)
 
 
 def test_the_branch_decides_not_the_release():
@@ -77,9 +83,10 @@ def test_every_discrete_gpu_has_exactly_one_architecture_row():
     assert set(listed) <= known
     assert {g.compute_capability for g in M.gpus} - set(listed) == TEGRA
     for row in M.driver_architectures:
-        assert (row.last_branch is None) == (row.last_driver_linux is None)
-        if row.last_branch is not None:
-            assert int(row.last_driver_linux.split(".")[0]) == row.last_branch
+        for branch, driver in ((row.first_branch, row.first_driver_linux), (row.last_branch, row.last_driver_linux)):
+            assert (branch is None) == (driver is None)
+            if branch is not None:
+                assert int(driver.split(".")[0]) == branch
 
 
 def test_a_fleet_judges_each_host_with_its_own_driver(tmp_path):
@@ -116,8 +123,8 @@ def test_the_command_line_says_it_in_one_conflict_with_its_fix():
 
 @pytest.mark.parametrize("gpu, line", [
     ("Tesla K80", "Linux drivers that drive it: R470 (e.g. 470.239.06) and older"),
-    ("H100", "Linux drivers that drive it: R520 (>= 520.61.05) and newer"),
-    ("7.0", "Linux drivers that drive it: R384 (>= 384.81) to R580 (e.g. 580.126.18)"),
+    ("H100", "Linux drivers that drive it: R520 (e.g. 520.56.06) and newer"),
+    ("7.0", "Linux drivers that drive it: R580 (e.g. 580.126.18) and older"),
     ("Jetson Nano", "Linux drivers: come with Linux for Tegra (the branch rules do not apply)"),
 ])
 def test_matrix_gpu_names_the_driver_branches(gpu, line):
@@ -133,16 +140,19 @@ def test_matrix_gpu_names_the_driver_branches(gpu, line):
 
 
 def test_a_fix_clears_the_gpus_driver_floor_and_the_builds_together():
-    # GB10 (sm_121) needs R575; every pytorch build for it on Arm is for CUDA 13, which needs R580
-    r = resolve(torch("GB10", "540.4.0", "linux-aarch64"), M)
+    # an RTX 5090 (sm_120) needs R570; pytorch 2.9 for CUDA 13 needs R580
+    spec = Spec(frameworks=(FrameworkRequest("pytorch", "2.9.*"),), gpus=("RTX 5090",), driver="560.35.03",
+                cuda="13.0")
+    r = resolve(spec, M)
     assert [c.kind for c in r.conflicts] == ["driver_too_old", "driver_too_old"]
     gpu_floor = r.conflicts[0]
-    assert "R575" in gpu_floor.message
-    # one move replaces the other: said once, not "upgrade to >= 575.51.03, and upgrade to >= 580"
-    assert [(f.description, f.changes) for f in gpu_floor.fixes] == [("upgrade the host driver to >= 580", {"driver": "580"})]
+    assert "R570" in gpu_floor.message
+    # one move replaces the other: said once, not "upgrade to >= 570.86.16, and upgrade to >= 580"
+    assert [(f.description, f.changes) for f in gpu_floor.fixes][0] == ("upgrade the host driver to >= 580", {"driver": "580"})
     (c,) = resolve(torch("GB10", "535.104.05"), M).conflicts
     assert [(f.description, f.changes) for f in c.fixes] == [
-        ("build for linux-aarch64, and upgrade the host driver to >= 580", {"platform": "linux-aarch64", "driver": "580"})]
+        ("build for linux-aarch64, and upgrade the host driver to >= 580.94.13",
+         {"platform": "linux-aarch64", "driver": "580.94.13"})]
 
 
 def test_matrix_driver_says_which_architectures_a_driver_drives():
@@ -163,5 +173,5 @@ def test_matrix_driver_says_which_architectures_a_driver_drives():
         assert main(["matrix", "driver", "470.57.02"]) == 0
     text = out.getvalue()
     assert "Kepler (3.0, 3.5, 3.7)" in text.split("does not drive")[0]
-    assert "Hopper (9.0): from R520 (>= 520.61.05)" in text
+    assert "Hopper (9.0): from R520 (e.g. 520.56.06)" in text
     assert "Fermi (2.0, 2.1): last branch R390" in text

@@ -33,7 +33,7 @@ def _v(text) -> tuple:
 KEYS = {
     "cuda_releases": (lambda r: [_v(r.version)], ("version", "min_driver_linux", "min_driver_windows"), ()),
     "minor_compat": (lambda r: [r.major], ("floor_linux", "floor_windows"), ()),
-    "driver_architectures": (lambda r: [r.architecture], ("last_driver_linux",), ()),
+    "driver_architectures": (lambda r: [(r.architecture, r.compute_capabilities)], ("first_driver_linux", "last_driver_linux"), ()),
     "gpus": (lambda r: [r.name], (), ()),
     "cuda_arch": (lambda r: [_v(r.cuda_min)], ("cuda_min", "cuda_max"), ()),
     "pytorch": (lambda r: [(_v(r.version), r.installer, _v(r.cuda), p) for p in r.platforms],

@@ -170,11 +170,10 @@ def _drivers(m, cc: str) -> dict | None:
     """The Linux driver branches that drive the GPU; None for an integrated (Tegra) GPU."""
     from envbuild.matrix import lookup as L
 
-    span = L.driver_span(m, cc)
-    if span is None:
+    row = L.driver_architecture(m, cc)
+    if row is None:
         return None
-    row = span.architecture
-    return {"architecture": row.architecture, "first_branch": span.first_branch, "first_driver": span.first_driver,
+    return {"architecture": row.architecture, "first_branch": row.first_branch, "first_driver": row.first_driver_linux,
             "last_branch": row.last_branch, "last_driver": row.last_driver_linux, "source": row.source}
 
 
@@ -182,9 +181,10 @@ def _driver_lines(data) -> list[str]:
     d = data["linux_drivers"]
     if d is None:
         return ["  Linux drivers: come with Linux for Tegra (the branch rules do not apply)"]
-    low = f"R{d['first_branch']} (>= {d['first_driver']})" if d["first_branch"] else None
+    low = f"R{d['first_branch']} (e.g. {d['first_driver']})" if d["first_branch"] else None
     high = f"R{d['last_branch']} (e.g. {d['last_driver']})" if d["last_branch"] else None
-    span = f"{low} to {high}" if low and high else f"{low} and newer" if low else f"{high} and older" if high else "every branch"
+    span = f"{low} to {high}" if low and high else f"{low} and newer" if low else f"{high} and older" if high else \
+        "no last branch; the first is not read"
     return [f"  Linux drivers that drive it: {span}"]
 
 
@@ -234,22 +234,19 @@ def _driver(m, args):
 
 
 def _driven(m, driver: str) -> list[dict]:
-    """Per GPU architecture (and compute capability where they differ): does the Linux
-    driver drive it (`drives`), and else why not."""
-    from envbuild.matrix import lookup as L
+    """Per GPU architecture row: does the Linux driver drive it (`drives`), and else why not."""
     from envbuild.values import DriverVersion
 
     branch = DriverVersion.parse(driver).parts[0]
     out = []
     for row in m.driver_architectures:
+        missed = row.misses(branch)
+        why = None
+        if missed == "past":
+            why = f"last branch R{row.last_branch}"
+        elif missed == "before":
+            why = f"from R{row.first_branch} (e.g. {row.first_driver_linux})"
         for cc in row.compute_capabilities:
-            span = L.driver_span(m, cc)
-            missed = span.misses(branch)
-            why = None
-            if missed == "past":
-                why = f"last branch R{row.last_branch}"
-            elif missed == "before":
-                why = f"from R{span.first_branch} (>= {span.first_driver})"
             out.append({"architecture": row.architecture, "compute_capability": cc, "drives": missed is None, "why": why})
     return out
 

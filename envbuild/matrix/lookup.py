@@ -15,7 +15,7 @@ from packaging.version import Version
 from envbuild import values
 from envbuild.matrix import Matrices
 from envbuild.matrix import gpu_match
-from envbuild.matrix.tables import BaseImage, CudaArchSupport, CudaRelease, DriverArchitecture, Gpu, MinorCompat
+from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
 from envbuild.versions import parse_version
 
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
@@ -286,49 +286,10 @@ def last_cuda_for_sm(m: Matrices, sm: str) -> str | None:
 
 
 # --- which Linux driver branches drive a GPU ------------------------------------------------------
-@dataclass(frozen=True)
-class DriverSpan:
-    """The Linux driver branches that drive GPUs of one compute capability: from the branch
-    of the first toolkit that compiles for it (None where that toolkit is older than the
-    matrix's oldest architecture list) up to the architecture's last branch (None: ongoing)."""
-
-    architecture: DriverArchitecture
-    first_cuda: str | None = None  # "11.8"
-    first_release: CudaRelease | None = None  # its first release with a Linux driver
-    toolkits: CudaArchSupport | None = None  # the cuda_arch row that first lists the architecture
-
-    @property
-    def first_driver(self) -> str | None:
-        return self.first_release.min_driver_linux if self.first_release else None
-
-    @property
-    def first_branch(self) -> int | None:
-        return int(self.first_driver.split(".")[0]) if self.first_driver else None
-
-    def misses(self, branch: int) -> str | None:
-        """Why a driver of `branch` does not drive these GPUs: "past" the architecture's
-        last branch, "before" the first; None when it drives them."""
-        last = self.architecture.last_branch
-        if last is not None and branch > last:
-            return "past"
-        if self.first_branch is not None and branch < self.first_branch:
-            return "before"
-        return None
-
-
-def driver_span(m: Matrices, cc: str) -> DriverSpan | None:
-    """None for a compute capability no `architectures` row lists: the integrated GPUs of
-    Tegra SoCs, whose drivers come with Linux for Tegra."""
-    row = next((r for r in m.driver_architectures if cc in r.compute_capabilities), None)
-    if row is None:
-        return None
-    ranges = _rows_with(m, cc)
-    oldest = min(m.cuda_arch, key=lambda r: version(r.cuda_min), default=None)
-    if not ranges or ranges[0] is oldest:
-        return DriverSpan(row)
-    cuda = major_minor(ranges[0].cuda_min)
-    release = next((r for r in _releases(m, version(cuda)) if r.min_driver_linux), None)
-    return DriverSpan(row, cuda, release, ranges[0])
+def driver_architecture(m: Matrices, cc: str) -> DriverArchitecture | None:
+    """The `architectures` row (matrices/cuda_driver.yaml) that lists compute capability
+    `cc`; None for the integrated GPUs of Tegra SoCs, whose drivers come with Linux for Tegra."""
+    return next((r for r in m.driver_architectures if cc in r.compute_capabilities), None)
 
 
 # --- base images ---------------------------------------------------------------------------------

@@ -53,12 +53,23 @@ class MinorCompat(Row):
 @dataclass(frozen=True)
 class DriverArchitecture(Row):
     """A GPU architecture NVIDIA's Linux drivers drive, by its discrete GPUs' compute
-    capabilities, and the last driver branch that drives it."""
+    capabilities: the first and the last driver branch that drive it."""
 
     architecture: str = ""  # "Kepler"
     compute_capabilities: tuple[str, ...] = ()  # ("3.0", "3.5", "3.7")
+    first_branch: int | None = None  # 520; None = not read (not judged)
+    first_driver_linux: str | None = None  # a release that drives it: "520.56.06"
     last_branch: int | None = None  # 470; None = still supported
     last_driver_linux: str | None = None  # a release of that branch to move to: "470.239.06"
+
+    def misses(self, branch: int) -> str | None:
+        """Why a driver of `branch` does not drive these GPUs: "past" the last branch,
+        "before" the first; None when it drives them (or the table cannot tell)."""
+        if self.last_branch is not None and branch > self.last_branch:
+            return "past"
+        if self.first_branch is not None and branch < self.first_branch:
+            return "before"
+        return None
 
 
 # --- matrices/gpus.yaml -----------------------------------------------------------------

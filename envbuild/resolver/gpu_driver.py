@@ -1,15 +1,13 @@
 """Does the host driver drive the GPU at all?
 
-A driver branch knows the GPU architectures of its time: one older than the branch that
-added an architecture, or newer than the last branch that kept it (Kepler ends with R470;
-Maxwell, Pascal and Volta with R580), does not see the GPU, whatever the framework build.
-The branches are those of Linux drivers (matrices/cuda_driver.yaml, `architectures`;
-envbuild.matrix.lookup.driver_span).
+A driver branch knows the GPU architectures of its time: one older than the first branch
+that drives an architecture, or newer than the last (Kepler ends with R470; Maxwell, Pascal
+and Volta with R580), does not see the GPU, whatever the framework build. The branches
+are those of Linux drivers (matrices/cuda_driver.yaml, `architectures`).
 """
 from __future__ import annotations
 
 from envbuild.matrix import lookup
-from envbuild.model import Fact
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Request
@@ -35,11 +33,10 @@ def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:
 def _judge(req: Request, ix: Index, cc) -> tuple:
     """() when the driver drives GPUs of compute capability `cc`, else (a function of the
     GPU's name that writes the problem,)."""
-    span = lookup.driver_span(ix.m, str(cc))
-    if span is None:  # an integrated (Tegra) GPU
+    row = lookup.driver_architecture(ix.m, str(cc))
+    missed = row.misses(req.driver.parts[0]) if row is not None else None  # None row: a Tegra GPU
+    if missed is None:
         return ()
-    missed = span.misses(req.driver.parts[0])
-    row = span.architecture
     arch = row.architecture
     if missed == "past":
         return (lambda name: Problem(
@@ -49,15 +46,9 @@ def _judge(req: Request, ix: Index, cc) -> tuple:
             f"(e.g. {row.last_driver_linux}) on that host or choose a newer GPU",
             (fact(f"{arch}: last driver branch R{row.last_branch}", row),),
             hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch}),)
-    if missed is None:
-        return ()
-    need = span.first_driver
     return (lambda name: Problem(
         "driver_too_old",
-        f"{name} (compute capability {cc}) is driven only from the R{span.first_branch} driver branch on, the one "
-        f"NVIDIA released with CUDA {span.first_cuda}, the first toolkit for sm_{cc.sm}; driver {req.driver} does not "
-        f"see it at all, so upgrade the driver to >= {need}",
-        (fact(f"CUDA {span.first_cuda} is the first toolkit with sm_{cc.sm}", span.toolkits),
-         fact(f"CUDA {span.first_release.version} came with driver {need}", span.first_release),
-         Fact(f"{arch}: driven by NVIDIA's Linux drivers", row.source, row.inferred, row.secondary)),
-        hints={"driver": need}),)
+        f"{name} is a {arch} GPU (compute capability {cc}), which drivers drive from the R{row.first_branch} branch "
+        f"on; driver {req.driver} does not see it at all, so upgrade the driver to >= {row.first_driver_linux}",
+        (fact(f"{arch} ({cc}): first driver branch R{row.first_branch}", row),),
+        hints={"driver": row.first_driver_linux}),)
