@@ -175,3 +175,8 @@ def test_matrix_driver_says_which_architectures_a_driver_drives():
     assert "Kepler (3.0, 3.5, 3.7)" in text.split("does not drive")[0]
     assert "Hopper (9.0): from R520 (e.g. 520.56.06)" in text
     assert "Fermi (2.0, 2.1): last branch R390" in text
+
+
+def test_a_gpu_given_by_its_compute_capability_is_named_once():
+    (c,) = resolve(torch("3.7", "535.104.05"), M).conflicts
+    assert c.message.startswith("GPU of compute capability 3.7 is Kepler, and the R470 driver branch")

@@ -26,29 +26,36 @@ def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:
         if found is None:
             found = ix.memo[key] = _judge(req, ix, g.cc)
         if found:
-            out.append(found[0](g.resolved.name))
+            # a GPU given by its compute capability alone is named by it already
+            out.append(found[0](g.resolved.name, g.row is None))
     return out
 
 
 def _judge(req: Request, ix: Index, cc) -> tuple:
     """() when the driver drives GPUs of compute capability `cc`, else (a function of the
-    GPU's name that writes the problem,)."""
+    GPU's name, and whether that name is the capability, that writes the problem,)."""
     row = lookup.driver_architecture(ix.m, str(cc))
     missed = row.misses(req.driver.parts[0]) if row is not None else None  # None row: a Tegra GPU
     if missed is None:
         return ()
     arch = row.architecture
     if missed == "past":
-        return (lambda name: Problem(
+        return (lambda name, by_cc: Problem(
             "gpu_arch_unsupported",
-            f"{name} is a {arch} GPU (compute capability {cc}), and the R{row.last_branch} driver branch is the last "
+            f"{_subject(name, by_cc, arch, cc)}, and the R{row.last_branch} driver branch is the last "
             f"that drives {arch}; driver {req.driver} does not see it at all, so use an R{row.last_branch} driver "
             f"(e.g. {row.last_driver_linux}) on that host or choose a newer GPU",
             (fact(f"{arch}: last driver branch R{row.last_branch}", row),),
             hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch}),)
-    return (lambda name: Problem(
+    return (lambda name, by_cc: Problem(
         "driver_too_old",
-        f"{name} is a {arch} GPU (compute capability {cc}), which drivers drive from the R{row.first_branch} branch "
+        f"{_subject(name, by_cc, arch, cc)}, which drivers drive from the R{row.first_branch} branch "
         f"on; driver {req.driver} does not see it at all, so upgrade the driver to >= {row.first_driver_linux}",
         (fact(f"{arch} ({cc}): first driver branch R{row.first_branch}", row),),
         hints={"driver": row.first_driver_linux}),)
+
+
+def _subject(name: str, by_cc: bool, arch: str, cc) -> str:
+    """`Tesla K80 is a Kepler GPU (compute capability 3.7)`, or for a GPU given by its
+    capability, `GPU of compute capability 3.7 is Kepler`."""
+    return f"{name} is {arch}" if by_cc else f"{name} is a {arch} GPU (compute capability {cc})"
