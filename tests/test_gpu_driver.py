@@ -53,6 +53,7 @@ def test_a_driver_older_than_the_first_branch_of_the_architecture_does_not_see_t
     r = resolve(torch(gpu, driver), M)
     (c,) = [c for c in r.conflicts if "does not see it at all" in c.message]
     assert c.kind == "driver_too_old" and c.message.endswith(f"so upgrade the driver to >= {need}")
+    assert " is an Ada GPU " in c.message if gpu == "RTX 4090" else " is a " in c.message
     assert "open-gpu-kernel-modules" in c.facts[0].source
     assert c.fixes[0].changes == {"driver": need}
     assert resolve(torch(gpu, need), M).ok

@@ -58,4 +58,5 @@ def _judge(req: Request, ix: Index, cc) -> tuple:
 def _subject(name: str, by_cc: bool, arch: str, cc) -> str:
     """`Tesla K80 is a Kepler GPU (compute capability 3.7)`, or for a GPU given by its
     capability, `GPU of compute capability 3.7 is Kepler`."""
-    return f"{name} is {arch}" if by_cc else f"{name} is a {arch} GPU (compute capability {cc})"
+    article = "an" if arch[:1] in "AEIOU" else "a"
+    return f"{name} is {arch}" if by_cc else f"{name} is {article} {arch} GPU (compute capability {cc})"
