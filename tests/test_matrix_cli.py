@@ -142,3 +142,15 @@ def test_a_reader_that_stops_early_is_not_an_error():
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, stderr
     assert "Traceback" not in stderr and stderr == ""
+
+
+def test_gpu_inside_one_kind_of_host_says_so(capsys):
+    code, out, _ = _run(capsys, "gpu", "Jetson Nano")
+    assert code == 0
+    assert "  part of: the integrated GPU of an Arm (aarch64) Jetson module; runs only linux-aarch64 builds\n" in out
+    assert "part of" not in _run(capsys, "gpu", "A100")[1]
+
+
+def test_driver_takes_the_branch_form_as_resolve_does(capsys):
+    assert _json(capsys, "driver", "R580")["driver"] == "580"
+    assert "expected something like 535.104.05 or R580" in _error(capsys, "driver", "R5x")

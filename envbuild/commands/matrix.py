@@ -154,6 +154,8 @@ def _gpu(m, args):
         lines.append(f"  {args.name!r} matched without its board, edition or product-line words (they do not change the compute capability)")
     if gpu.memory_gb is not None:
         lines.append(f"  memory: {gpu.memory_gb} GB")
+    if gpu.host_platforms:
+        lines.append(f"  part of: {gpu.host}; runs only {', '.join(gpu.host_platforms)} builds")
     lines += _cuda_range_lines(data) + _driver_lines(data)
     lines.append(f"  source: {gpu.source}{_marks(gpu)}")
     return data, lines
@@ -221,7 +223,14 @@ def _cuda(m, args):
 def _driver(m, args):
     from envbuild.matrix import lookup as L
 
-    _version_or_error(args.version, "driver version", "driver")
+    from envbuild.values import DriverVersion
+
+    try:
+        driver = str(DriverVersion.parse(args.version))  # `R580` and `580` name the branch
+    except ValueError:
+        raise UserError(f"malformed driver version {args.version!r}", where="matrix driver",
+                        hint="expected something like 535.104.05 or R580") from None
+    args.version = driver
     cuda, info = L.max_cuda_for_driver(m, args.version, args.platform)
     data = {"driver": args.version, "platform": args.platform, "cuda": cuda, "native_cuda": info.native_cuda, "rule": info}
     lines = [f"driver {args.version} on {args.platform}: newest CUDA {cuda or 'none'}", f"  {info.rule}"]
