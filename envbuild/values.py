@@ -202,9 +202,13 @@ class Platform(_Text):
     OSX_ARM64 = "osx-arm64"
 
     @property
+    def linux(self) -> bool:
+        return self in (Platform.LINUX_64, Platform.LINUX_AARCH64)
+
+    @property
     def buildable(self) -> bool:
         """envbuild locks and builds images only for Linux; the others are checked only."""
-        return self in (Platform.LINUX_64, Platform.LINUX_AARCH64)
+        return self.linux
 
 
 class BaseFamily(_Text):

@@ -169,22 +169,19 @@ def _cuda_range_lines(data) -> list[str]:
 
 
 def _drivers(m, cc: str) -> dict | None:
-    """The Linux driver branches that drive the GPU; None for an integrated (Tegra) GPU."""
+    """The `architectures` row of the GPU's Linux drivers; None for an integrated (Tegra) GPU."""
     from envbuild.matrix import lookup as L
 
     row = L.driver_architecture(m, cc)
-    if row is None:
-        return None
-    return {"architecture": row.architecture, "first_branch": row.first_branch, "first_driver": row.first_driver_linux,
-            "last_branch": row.last_branch, "last_driver": row.last_driver_linux, "source": row.source}
+    return _row(row) if row is not None else None
 
 
 def _driver_lines(data) -> list[str]:
     d = data["linux_drivers"]
     if d is None:
         return ["  Linux drivers: come with Linux for Tegra (the branch rules do not apply)"]
-    low = f"R{d['first_branch']} (e.g. {d['first_driver']})" if d["first_branch"] else None
-    high = f"R{d['last_branch']} (e.g. {d['last_driver']})" if d["last_branch"] else None
+    low = f"R{d['first_branch']} (e.g. {d['first_driver_linux']})" if d["first_branch"] else None
+    high = f"R{d['last_branch']} (e.g. {d['last_driver_linux']})" if d["last_branch"] else None
     span = f"{low} to {high}" if low and high else f"{low} and newer" if low else f"{high} and older" if high else \
         "no last branch; the first is not read"
     return [f"  Linux drivers that drive it: {span}"]
@@ -223,30 +220,26 @@ def _cuda(m, args):
 def _driver(m, args):
     from envbuild.matrix import lookup as L
 
-    from envbuild.values import DriverVersion
+    from envbuild.values import DriverVersion, Platform
 
     try:
-        driver = str(DriverVersion.parse(args.version))  # `R580` and `580` name the branch
+        driver = DriverVersion.parse(args.version)  # `R580` and `580` name the branch
     except ValueError:
         raise UserError(f"malformed driver version {args.version!r}", where="matrix driver",
                         hint="expected something like 535.104.05 or R580") from None
-    args.version = driver
-    cuda, info = L.max_cuda_for_driver(m, args.version, args.platform)
-    data = {"driver": args.version, "platform": args.platform, "cuda": cuda, "native_cuda": info.native_cuda, "rule": info}
-    lines = [f"driver {args.version} on {args.platform}: newest CUDA {cuda or 'none'}", f"  {info.rule}"]
+    cuda, info = L.max_cuda_for_driver(m, str(driver), args.platform)
+    data = {"driver": str(driver), "platform": args.platform, "cuda": cuda, "native_cuda": info.native_cuda, "rule": info}
+    lines = [f"driver {driver} on {args.platform}: newest CUDA {cuda or 'none'}", f"  {info.rule}"]
     if info.source:
         lines.append(f"  source: {info.source}{_marks(info)}")
-    if args.platform in ("linux-64", "linux-aarch64"):
-        data["architectures"] = _driven(m, args.version)
+    if Platform(args.platform).linux:
+        data["architectures"] = _driven(m, driver.parts[0])
         lines += _driven_lines(data["architectures"])
     return data, lines
 
 
-def _driven(m, driver: str) -> list[dict]:
-    """Per GPU architecture row: does the Linux driver drive it (`drives`), and else why not."""
-    from envbuild.values import DriverVersion
-
-    branch = DriverVersion.parse(driver).parts[0]
+def _driven(m, branch: int) -> list[dict]:
+    """Per GPU architecture row: does a Linux driver of `branch` drive it (`drives`), and else why not."""
     out = []
     for row in m.driver_architectures:
         missed = row.misses(branch)

@@ -101,13 +101,12 @@ def _host_links(b: Build, req: Request, ix: Index, cuda_pin) -> tuple[list[Probl
     platform and Python links and the driver link are memoised apart, each on what it
     reads: a fix's request differs from the one it fixes in one value (the driver, or a
     retry's Python), and only the links that read it are checked again."""
-    placed = _platform_cached(b, req, ix)
+    placed, rest = _platform_cached(b, req, ix)
     key = ("driver link", id(b), req.platform, req.driver)
     driven = ix.memo.get(key)
     if driven is None:
         driven = ix.memo[key] = driver(b, req, ix)
-    first, rest = placed
-    out = first + cuda_variant(b, req, cuda_pin) + cuda_floor(b) + rest + driven
+    out = placed + cuda_variant(b, req, cuda_pin) + cuda_floor(b) + rest + driven
     return out, cudnn(b, req) + label_cudnn(b.framework, req, cuda_pin)
 
 

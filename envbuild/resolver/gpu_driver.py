@@ -10,53 +10,38 @@ from __future__ import annotations
 from envbuild.matrix import lookup
 from envbuild.resolver.checks import Problem
 from envbuild.resolver.context import Index, fact
-from envbuild.resolver.request import Request
-
-LINUX = ("linux-64", "linux-aarch64")
+from envbuild.resolver.request import Gpu, Request
 
 
 def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:
-    """One conflict per GPU that the request's driver does not drive."""
-    if req.driver is None or req.platform not in LINUX:
+    """One conflict per GPU that the request's (Linux) driver does not drive."""
+    if req.driver is None or not req.platform.linux:
         return []
     out = []
     for g in req.known_gpus:
-        key = ("driver_gpu", req.driver, g.cc)
-        found = ix.memo.get(key)
-        if found is None:
-            found = ix.memo[key] = _judge(req, ix, g.cc)
-        if found:
-            # a GPU given by its compute capability alone is named by it already
-            out.append(found[0](g.resolved.name, g.row is None))
+        row = lookup.driver_architecture(ix.m, str(g.cc))  # None: a Tegra GPU, not judged
+        missed = row.misses(req.driver.parts[0]) if row is not None else None
+        if missed is not None:
+            out.append(_problem(g, row, missed, req.driver))
     return out
 
 
-def _judge(req: Request, ix: Index, cc) -> tuple:
-    """() when the driver drives GPUs of compute capability `cc`, else (a function of the
-    GPU's name, and whether that name is the capability, that writes the problem,)."""
-    row = lookup.driver_architecture(ix.m, str(cc))
-    missed = row.misses(req.driver.parts[0]) if row is not None else None  # None row: a Tegra GPU
-    if missed is None:
-        return ()
+def _problem(g: Gpu, row, missed: str, driver) -> Problem:
     arch = row.architecture
+    # a GPU given by its compute capability alone is named by it already
+    subject = f"{g.resolved.name} is {arch}" if g.row is None else \
+        f"{g.resolved.name} is {'an' if arch[:1] in 'AEIOU' else 'a'} {arch} GPU (compute capability {g.cc})"
     if missed == "past":
-        return (lambda name, by_cc: Problem(
+        return Problem(
             "gpu_arch_unsupported",
-            f"{_subject(name, by_cc, arch, cc)}, and the R{row.last_branch} driver branch is the last "
-            f"that drives {arch}; driver {req.driver} does not see it at all, so use an R{row.last_branch} driver "
-            f"(e.g. {row.last_driver_linux}) on that host or choose a newer GPU",
+            f"{subject}, and the R{row.last_branch} driver branch is the last that drives {arch}; driver {driver} "
+            f"does not see it at all, so use an R{row.last_branch} driver (e.g. {row.last_driver_linux}) on that "
+            f"host or choose a newer GPU",
             (fact(f"{arch}: last driver branch R{row.last_branch}", row),),
-            hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch}),)
-    return (lambda name, by_cc: Problem(
+            hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch})
+    return Problem(
         "driver_too_old",
-        f"{_subject(name, by_cc, arch, cc)}, which drivers drive from the R{row.first_branch} branch "
-        f"on; driver {req.driver} does not see it at all, so upgrade the driver to >= {row.first_driver_linux}",
-        (fact(f"{arch} ({cc}): first driver branch R{row.first_branch}", row),),
-        hints={"driver": row.first_driver_linux}),)
-
-
-def _subject(name: str, by_cc: bool, arch: str, cc) -> str:
-    """`Tesla K80 is a Kepler GPU (compute capability 3.7)`, or for a GPU given by its
-    capability, `GPU of compute capability 3.7 is Kepler`."""
-    article = "an" if arch[:1] in "AEIOU" else "a"
-    return f"{name} is {arch}" if by_cc else f"{name} is {article} {arch} GPU (compute capability {cc})"
+        f"{subject}, which drivers drive from the R{row.first_branch} branch on; driver {driver} does not see it "
+        f"at all, so upgrade the driver to >= {row.first_driver_linux}",
+        (fact(f"{arch} ({g.cc}): first driver branch R{row.first_branch}", row),),
+        hints={"driver": row.first_driver_linux})
