@@ -2,8 +2,9 @@
 
 Users write constraints in three dialects: conda (`1.6.*`, `1.6`, `=1.6`, `>=1.6,<2`),
 PEP 440 (`>=2.1,<2.3`, `==2.1.*`, `~=2.1`) and pip local versions (`1.7.1+cu101`).
-`parse_constraint` maps all of them onto one `packaging` SpecifierSet plus an optional
-local label, so the rest of envbuild compares versions one way only.
+`parse_constraint` maps all of them onto PEP 440 clauses plus an optional local label,
+which `packaging` judges (through `envbuild.specifiers`, which remembers its answers), so
+the rest of envbuild compares versions one way only.
 
 CUDA and driver versions and compute capabilities have their own small value objects in
 `envbuild.values`.
@@ -14,8 +15,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from envbuild import specifiers
 
 __all__ = [
     "Constraint",
@@ -99,24 +101,33 @@ def cuda_to_local(cuda: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Constraint:
-    """A parsed version constraint. `specifier` is PEP 440; `local` is the pip local
-    label when one was written (`cu101` in `1.7.1+cu101`)."""
+    """A parsed version constraint. `clauses` are its PEP 440 clauses as (operator,
+    version) pairs, `("==", "2.1.*")`; `local` is the pip local label when one was
+    written (`cu101` in `1.7.1+cu101`)."""
 
     text: str
-    specifier: SpecifierSet
+    clauses: tuple[tuple[str, str], ...] = ()
     local: str | None = None
 
     @property
     def any(self) -> bool:
-        return not str(self.specifier) and self.local is None
+        return not self.clauses and self.local is None
 
     @property
     def exact(self) -> Version | None:
         """The single version pinned by `==X` (no wildcard), else None."""
-        specs = list(self.specifier)
-        if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith(".*"):
-            return parse_version(specs[0].version)
+        if len(self.clauses) == 1:
+            op, version = self.clauses[0]
+            if op in ("==", "===") and not version.endswith(".*"):
+                return parse_version(version)
         return None
+
+    @functools.cached_property
+    def specifier(self):
+        """The clauses as a packaging SpecifierSet (imported only when asked for)."""
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(self._pep440)
 
     def contains(self, version: str | Version) -> bool:
         memo = self._memo
@@ -129,9 +140,12 @@ class Constraint:
         v = version if isinstance(version, Version) else parse_version(version)
         if self.local is not None and v.local is not None and v.local != self.local:
             return False
-        public = v if v.local is None else Version(v.public)
         # A pre-release matches only when the constraint itself names one.
-        return self.specifier.contains(public, prereleases=self._names_prerelease)
+        return specifiers.admits(self._pep440, str(v) if v.local is None else v.public, self._names_prerelease)
+
+    @functools.cached_property
+    def _pep440(self) -> str:
+        return ",".join(op + version for op, version in self.clauses)
 
     @functools.cached_property
     def _memo(self) -> dict:
@@ -140,15 +154,15 @@ class Constraint:
 
     @functools.cached_property
     def _names_prerelease(self) -> bool:
-        return any(parse_version(s.version.removesuffix(".*")).is_prerelease for s in self.specifier)
+        return any(parse_version(version.removesuffix(".*")).is_prerelease for _, version in self.clauses)
 
     def __str__(self) -> str:
-        text = str(self.specifier) or "*"
+        text = (specifiers.normal(self._pep440) if self.clauses else "") or "*"
         return f"{text}+{self.local}" if self.local else text
 
 
-def _translate_clause(clause: str, original: str) -> tuple[str, str | None]:
-    """One comma-separated clause -> (PEP 440 clause, local label or None)."""
+def _translate_clause(clause: str, original: str) -> tuple[tuple[str, str] | None, str | None]:
+    """One comma-separated clause -> (PEP 440 (operator, version) or None, local label or None)."""
     op = next((o for o in _OPERATORS if clause.startswith(o)), "")
     version = clause[len(op):].strip()
     if not version:
@@ -169,7 +183,7 @@ def _translate_clause(clause: str, original: str) -> tuple[str, str | None]:
     if version == "*":
         if op not in ("", "=", "=="):
             raise ValueError(f"malformed version constraint {original!r}")
-        return "", local
+        return None, local
     try:
         parsed = parse_version(base)
     except ValueError:
@@ -178,22 +192,22 @@ def _translate_clause(clause: str, original: str) -> tuple[str, str | None]:
         # conda: a bare or single-= version is a prefix match (`1.6` = `1.6.*`), unless
         # it names a pre/post/dev release, which only matches itself.
         if local is not None or parsed.is_prerelease or parsed.is_postrelease or parsed.is_devrelease:
-            return f"=={base}", local
-        return f"=={base}.*", local
+            return ("==", base), local
+        return ("==", f"{base}.*"), local
     if wildcard and op not in ("==", "!="):
         raise ValueError(f"malformed version constraint {original!r}: `{op}` cannot take a wildcard")
-    return f"{op}{version}", local
+    return (op, version), local
 
 
 @functools.lru_cache(maxsize=1024)
 def parse_constraint(text: str | None) -> Constraint:
     """Parse a conda-style or PEP 440 constraint (None, "" and "*" mean any version)."""
     if text is None:
-        return Constraint("*", SpecifierSet())
+        return Constraint("*")
     original = str(text)
     cleaned = original.strip()
     if cleaned in ("", "*", "any"):
-        return Constraint(original, SpecifierSet())
+        return Constraint(original)
     if "|" in cleaned:
         raise ValueError(f"malformed version constraint {original!r}: alternatives with `|` are not supported")
     clauses, locals_ = [], set()
@@ -208,8 +222,6 @@ def parse_constraint(text: str | None) -> Constraint:
             locals_.add(local)
     if len(locals_) > 1:
         raise ValueError(f"malformed version constraint {original!r}: more than one +local label")
-    try:
-        specifier = SpecifierSet(",".join(clauses))
-    except InvalidSpecifier:
-        raise ValueError(f"malformed version constraint {original!r}") from None
-    return Constraint(original, specifier, next(iter(locals_), None))
+    if clauses and specifiers.normal(",".join(op + version for op, version in clauses)) is None:
+        raise ValueError(f"malformed version constraint {original!r}")
+    return Constraint(original, tuple(clauses), next(iter(locals_), None))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envbuild import specifiers
 from envbuild.matrix import tables as t
 from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import parse_version
@@ -91,13 +91,9 @@ class Build:
 def _pythons(text: str | None) -> frozenset[str] | None:
     if text is None:
         return None
-    spec = SpecifierSet(text)
-    return frozenset(p for p in known_pythons() if spec.contains(p, prereleases=True) or _minor_in(spec, p))
-
-
-def _minor_in(spec: SpecifierSet, minor: str) -> bool:
-    # "<=3.11" must admit 3.11.x; test a late patch release of the minor too.
-    return spec.contains(f"{minor}.9", prereleases=True)
+    # "<=3.11" must admit 3.11.x: a late patch release of each minor is asked too
+    return frozenset(p for p in known_pythons()
+                     if specifiers.admits(text, p, True) or specifiers.admits(text, f"{p}.9", True))
 
 
 def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[str]:

@@ -7,14 +7,17 @@ rows they make are written to `matrices/wheels.yaml` by `envbuild matrix refresh
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-# packaging.utils (tags) and packaging.requirements (markers) are imported inside the
-# functions that read an index: the resolver imports this module for `pythons_on` only.
-
+# packaging.specifiers and packaging.utils (both bring packaging.tags) and
+# packaging.requirements (markers) are imported inside the functions that read an index:
+# the resolver imports this module for `pythons_on` only.
 from envbuild.model import PLATFORMS  # envbuild's platform names, in the order rows list them
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 
 def tag_platforms(tag: str) -> tuple[str, ...]:
@@ -40,6 +43,8 @@ def tag_platforms(tag: str) -> tuple[str, ...]:
 def tag_pythons(interpreter: str, abi: str, requires_python: str | None, universe: tuple[str, ...]) -> tuple[str, ...]:
     """Wheel interpreter/ABI tags -> CPython feature releases ("3.11") it installs on.
     Free-threaded builds (cp313t) are left out: a plain `python: 3.13` is the GIL build."""
+    from packaging.specifiers import SpecifierSet  # here: `resolve` reaches this module but not this function
+
     try:
         allowed = SpecifierSet(requires_python or "")
     except ValueError:

@@ -195,9 +195,10 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
 def _representative(constraint):
     """The release a constraint stands for, to find its era's family rules: the pinned
     version (`2.99` = 2.99.*: 2.99.0), a lower bound (`>=2.11`), else None."""
-    specs = list(constraint.specifier)
-    if len(specs) == 1 and specs[0].operator in ("==", "===", ">=", "~="):
-        return parse_version(parse_version(specs[0].version.removesuffix(".*")).base_version)
+    if len(constraint.clauses) == 1:
+        op, version = constraint.clauses[0]
+        if op in ("==", "===", ">=", "~="):
+            return parse_version(parse_version(version.removesuffix(".*")).base_version)
     return None
 
 

@@ -197,10 +197,11 @@ def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
 def _pinned(constraint: Constraint):
     if constraint.exact is not None:
         return constraint.exact
-    specs = list(constraint.specifier)
-    if len(specs) == 1 and specs[0].operator == "==" and specs[0].version.endswith(".*"):
-        v = parse_version(specs[0].version[:-2])
-        return v if len(v.release) >= 3 else None
+    if len(constraint.clauses) == 1:
+        op, version = constraint.clauses[0]
+        if op == "==" and version.endswith(".*"):
+            v = parse_version(version[:-2])
+            return v if len(v.release) >= 3 else None
     return None
 
 

@@ -6,9 +6,9 @@ range and the cuDNN floor. The per-platform rules also apply to builds that have
 """
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envbuild import specifiers
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
 from envbuild.values import ComputeCapability
@@ -37,7 +37,7 @@ def _covers(r: t.FamilyRule, framework: str, version: Version | None, platform: 
         return False
     if not r.releases:
         return True
-    return version is not None and SpecifierSet(r.releases).contains(version, prereleases=True)
+    return version is not None and specifiers.admits(r.releases, str(version), True)
 
 
 def platform_problems(ix: Index, framework: str, version: Version | None, label: str, platform: str,
@@ -61,7 +61,7 @@ def platform_problems(ix: Index, framework: str, version: Version | None, label:
             out.append(Problem("platform_unsupported", message, (fact(f"{framework} {r.releases or 'every release'}: "
                                f"no GPU build for {platform}", r),), framework=framework))
             return out
-        if r.python and python and not SpecifierSet(r.python).contains(f"{python}.0", prereleases=True):
+        if r.python and python and not specifiers.admits(r.python, f"{python}.0", True):
             pythons = _pythons(r.python)
             out.append(Problem(
                 "python_unsupported",
@@ -134,8 +134,7 @@ def _at_least(a: Version, b: Version) -> bool:
 def _pythons(spec: str) -> list[str]:
     from envbuild.frameworks.build import known_pythons
 
-    s = SpecifierSet(spec)
-    return [p for p in known_pythons() if s.contains(f"{p}.0", prereleases=True)]
+    return [p for p in known_pythons() if specifiers.admits(spec, f"{p}.0", True)]
 
 
 def _span(pythons: list[str]) -> str:
