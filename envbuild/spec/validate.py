@@ -34,32 +34,34 @@ NESTED_KEYS = {
 FRAMEWORK_ALIASES = frameworks.aliases()
 # Package names that also pin CUDA: (pattern, canonical framework, the digits name a
 # major ("12" = any 12.x) or a major+minor variant ("102" = 10.2)).
-_CUDA_IN_NAME = tuple((re.compile(pattern), p.name, digits_are)
+_CUDA_IN_NAME = tuple((pattern, p.name, digits_are)
                       for p in frameworks.all() for pattern, digits_are in p.cuda_in_name)
 # CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
 _CPU_ONLY = {cpu: p.name for p in frameworks.all() for cpu in p.cpu_only}
 
-_DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(\.\d{1,3})?")
+_DRIVER = r"\d{2,4}\.\d{1,3}(\.\d{1,3})?"
 # what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",
 # "GeForce GTX 1050 Ti with Max-Q Design", "Quadro RTX 6000/8000", "NVIDIA H100 80GB HBM3"
-_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}")
-_CC = re.compile(r"(?:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)", re.IGNORECASE)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SPEC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_GPU_NAME = r"[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}"
+_CC = r"(?i:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)"
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_PACKAGE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 # Docker image references: [registry[:port]/]path[:tag][@sha256:digest]
 _REGISTRY = r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:]+\])(?::\d+)?|[A-Za-z0-9-]+:\d+)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REF = re.compile(
+_IMAGE_REF = (
     rf"(?:(?P<registry>{_REGISTRY})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
 )
 # Every pattern here is applied with re.fullmatch (\A...\Z): `$` would accept a final newline.
+# They are kept as text: `re` compiles one when it is first used (and keeps it), so a spec
+# that names no image or channel does not pay for those.
 # A channel: a name (conda-forge, pytorch/label/nightly), a URL or a local folder. No spaces,
 # quotes, `;`, `$` or backticks: it ends up in lockfiles and solver command lines.
-_CHANNEL = re.compile(r"[A-Za-z0-9_.~/+-]+|[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_.~/:@%+=,-]+")
+_CHANNEL = r"[A-Za-z0-9_.~/+-]+|[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_.~/:@%+=,-]+"
 # A conda MatchSpec: [channel::]name[ version[ build]] and an optional [key=value,...] part.
-_CONDA_SPEC = re.compile(
+_CONDA_SPEC = (
     r"(?:[A-Za-z0-9_.\-/:]+::)?[A-Za-z0-9_][A-Za-z0-9_.\-]*"
     r"(?:\[[A-Za-z0-9_.*=<>!,|~' -]*\])?"
     r"(?:[ =<>!~][A-Za-z0-9_.*+=<>!,|~ -]*)?"
@@ -109,7 +111,7 @@ def canonical_framework(name: str) -> tuple[str, str | None] | None:
     if key in FRAMEWORK_ALIASES:
         return FRAMEWORK_ALIASES[key], None
     for pattern, framework, digits_are in _CUDA_IN_NAME:
-        match = pattern.fullmatch(key)
+        match = re.fullmatch(pattern, key)
         if match:
             digits = match.group(1)
             return framework, digits if digits_are == "major" else f"{int(digits[:-1])}.{digits[-1]}"
@@ -251,7 +253,7 @@ class _Validator:
         if strict is not None and not isinstance(strict, bool):
             raise self.fail(("strict",), f"strict must be true or false, not {strict!r}")
         name = self.string(("name",))
-        if name is not None and not _SPEC_NAME.fullmatch(name):
+        if name is not None and not re.fullmatch(_SPEC_NAME, name):
             raise self.fail(("name",), f"name {name!r} has characters other than letters, digits, . _ -")
 
         return Spec(
@@ -394,7 +396,7 @@ class _Validator:
         text = self.string(path)
         if text is None:
             return None
-        if not _DRIVER.fullmatch(text):
+        if not re.fullmatch(_DRIVER, text):
             raise self.fail(
                 path, f"malformed driver version {text!r}",
                 "write it as nvidia-smi prints it, e.g. 535.104.05",
@@ -413,7 +415,7 @@ class _Validator:
     def gpu(self, path: tuple, name: str) -> str:
         from envbuild.values import ComputeCapability
 
-        if _CC.fullmatch(name):
+        if re.fullmatch(_CC, name):
             cc = ComputeCapability.parse(name)
             if not 1 <= cc.major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
@@ -424,7 +426,7 @@ class _Validator:
         ambiguous = hint is not None and hint.startswith("it may be")
         if ambiguous:  # two GPUs answer to it: envbuild never guesses between them
             raise self.fail(path, f"unknown GPU {name!r}", hint)
-        if _GPU_NAME.fullmatch(name) and re.search(r"[A-Za-z]", name):
+        if re.fullmatch(_GPU_NAME, name) and re.search(r"[A-Za-z]", name):
             # A readable model name the matrix does not know: the resolver warns (unknown_fact)
             # and runs every check that does not need its compute capability.
             return name
@@ -450,7 +452,7 @@ class _Validator:
         raise self.fail(("base",), f"unknown base {family!r}", hint)
 
     def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:
-        match = _IMAGE_REF.fullmatch(text)
+        match = re.fullmatch(_IMAGE_REF, text)
         if not match:
             raise self.fail(path, f"malformed image reference {text!r}", "write e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04")
         has_tag = bool(match.group("tag") or match.group("digest"))
@@ -469,7 +471,7 @@ class _Validator:
         path = ("channels",)
         out = []
         for i, channel in enumerate(self.string_list(path)):
-            if not _CHANNEL.fullmatch(channel):
+            if not re.fullmatch(_CHANNEL, channel):
                 raise self.fail(path + (i,), f"malformed channel {channel!r}",
                                 "give a channel name (conda-forge), a URL or a folder path, without spaces or quotes")
             out.append(channel)
@@ -479,7 +481,7 @@ class _Validator:
         path = ("packages", kind)
         items = self.string_list(path)
         for i, item in enumerate(items):
-            match = _PACKAGE_NAME.match(item)
+            match = re.match(_PACKAGE_NAME, item)
             name = match.group(0).lower() if match else ""
             where = path + (i,)
             if not name:
@@ -493,7 +495,7 @@ class _Validator:
             # conda packages that choose the CUDA variant: the spec sets that with `cuda:` instead
             if kind == "conda" and name in package_frozenset("spec_cuda_choice"):
                 raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
-            if kind == "conda" and not _CONDA_SPEC.fullmatch(item):
+            if kind == "conda" and not re.fullmatch(_CONDA_SPEC, item):
                 raise self.fail(where, f"malformed conda package {item!r}",
                                 "write a conda MatchSpec, e.g. numpy, numpy>=1.26 or conda-forge::numpy=1.26")
             if kind == "pip":
@@ -505,7 +507,7 @@ class _Validator:
         for key, value in self.mapping(("env",)).items():
             path = ("env", key)
             self.printable(path, key, key=True)
-            if not _ENV_NAME.fullmatch(key):
+            if not re.fullmatch(_ENV_NAME, key):
                 raise self.fail(path, f"env name {key!r} is not a valid variable name", "use letters, digits and _", key=True)
             if isinstance(value, (dict, list)) or value is None:
                 raise self.fail(path, f"env.{key} must be a string, not {_kind(value)}", 'quote it: "..."')
@@ -518,7 +520,7 @@ class _Validator:
         return tuple(sorted(out.items()))
 
 
-_INDEX_URL = re.compile(r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file://)[A-Za-z0-9_.~/:@%+=,&?!*()-]*")
+_INDEX_URL = r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file://)[A-Za-z0-9_.~/:@%+=,&?!*()-]*"
 
 
 def check_index_url(text: str, where: str) -> str:
@@ -528,7 +530,7 @@ def check_index_url(text: str, where: str) -> str:
 
     from envbuild.urls import mask
 
-    ok = _INDEX_URL.fullmatch(text) is not None
+    ok = re.fullmatch(_INDEX_URL, text) is not None
     if ok:
         try:
             parts = urlsplit(text)
