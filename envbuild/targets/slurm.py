@@ -15,12 +15,15 @@ with CDI, Podman 4.1+), or `--gpus device=<ids>` for Docker's legacy NVIDIA runt
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envbuild.errors import EnvironmentProblem
 from envbuild.targets.job import IMAGE_PROBE, Job
+
+if TYPE_CHECKING:
+    import subprocess
 
 KIND = "slurm"
 SUFFIX = ".sh"
@@ -111,7 +114,8 @@ def _device_lines(devices: str) -> list[str]:
 
 # --- submitting (envbuild verify --fleet) -----------------------------------------------------------
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    import shutil  # only to run a command: a fleet file's check of the scheduler needs none
+    import shutil  # only to run a command: a fleet file's check of the scheduler needs neither
+    import subprocess
 
     if shutil.which(argv[0]) is None:
         raise EnvironmentProblem(f"{argv[0]} not found", where="slurm", hint="run on a Slurm login node, or install slurm-client")
