@@ -258,6 +258,8 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
     # with the bytecode cache, as an installed envbuild runs (a shell that sets
     # PYTHONDONTWRITEBYTECODE would otherwise recompile every module on every run)
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # The children run in the bench's own folder: `python -c` puts the current folder first on
+    # sys.path, so run from a checkout it would import that checkout's envbuild, not the tree's.
     envs = {}
     for tree in trees or [""]:
         env = dict(base_env)
@@ -272,12 +274,12 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
     to_solve = {name: [] for name in envs}
     for name, env in envs.items():  # warm the bytecode and the caches
         subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o", str(folder / "warm")],
-                       env=env, check=True, capture_output=True)
+                       env=env, check=True, capture_output=True, cwd=folder)
     for i in range(runs):
         for n, (name, env) in enumerate(envs.items()):
             before, start = os.times(), time.perf_counter()
             done = subprocess.run([sys.executable, "-c", CLI_CHILD, "lock", str(spec_path), "-o",
-                                   str(folder / f"cli-{i}-{n}")], check=True, capture_output=True, text=True, env=env)
+                                   str(folder / f"cli-{i}-{n}")], check=True, capture_output=True, text=True, env=env, cwd=folder)
             wall[name].append(time.perf_counter() - start)
             after = os.times()
             cpu[name].append(after.children_user - before.children_user + after.children_system - before.children_system)
@@ -286,16 +288,18 @@ def cli(folder: Path, channels: list[str], runs: int, trees: list[str]) -> None:
             ratios[name].append(wall[name][-1] / work[name][-1])
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", TO_SOLVE_CHILD, "lock", str(spec_path), "-o", str(folder / "to-solve")],
-                           check=True, capture_output=True, env=env)
+                           check=True, capture_output=True, env=env, cwd=folder)
             to_solve[name].append(time.perf_counter() - start)
             err = subprocess.run([sys.executable, "-X", "importtime", "-c", CLI_CHILD, "lock", str(spec_path), "-o",
                                   str(folder / f"imports-{i}-{n}")], capture_output=True, text=True, check=True,
-                                 env=env).stderr
+                                 env=env, cwd=folder).stderr
             imports[name].append(top_level_import_us(err))
     for name in envs:
         print(f"`envbuild lock` {name}: wall median {statistics.median(wall[name]):.3f} s (min {min(wall[name]):.3f}); "
               f"its own solve + write: median {statistics.median(work[name]):.3f} s (min {min(work[name]):.3f}); "
-              f"wall / (solve + write): median {statistics.median(ratios[name]):.1f}x (min {min(ratios[name]):.1f}x); "
+              f"wall / (solve + write): median {statistics.median(ratios[name]):.2f}x (quartiles "
+              f"{statistics.quantiles(ratios[name])[0]:.2f}x-{statistics.quantiles(ratios[name])[2]:.2f}x, "
+              f"min {min(ratios[name]):.2f}x); "
               f"CPU (user + system, all threads) median {statistics.median(cpu[name]):.3f} s; "
               f"imports (-X importtime, top-level cumulative): median {statistics.median(imports[name]) / 1000:.0f} ms; "
               f"start to the solve (a process that leaves there): median {statistics.median(to_solve[name]):.3f} s")
