@@ -47,6 +47,13 @@ def parse_version(text: str) -> Version:
         raise ValueError(f"malformed version {text!r} (expected something like 2.1.2 or 12.1)") from None
 
 
+@functools.lru_cache(maxsize=512)
+def ordered_versions(texts: frozenset[str]) -> tuple[str, ...]:
+    """`texts` oldest first. Memoised: the builds of a table share a few dozen Python sets,
+    and a request on a Python most of them lack words a problem (with its range) for each."""
+    return tuple(sorted(texts, key=parse_version))
+
+
 def cuda_from_local(label: str) -> str:
     """The CUDA variant a pip local label names: `cu121` -> `12.1`, `cu92` -> `9.2`."""
     match = _CU_LOCAL.match(label.strip().lower())

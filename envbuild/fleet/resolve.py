@@ -83,16 +83,17 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -
     names: dict[str, str] = {}  # the name the resolver writes for a GPU: its matrix row's
 
     def gpu_class(gpu: str) -> tuple:
-        # what the resolver reads from a GPU: its compute capability, data-center class and
-        # the platforms it can be in, with what it is part of (a GH200 is an H100 that only an
-        # Arm host carries; the sentence on Tegra K1's host does not fit Jetson TK1's); once
-        # per name, as the joint request and every target ask
+        # what the resolver's verdicts and sentences read from a GPU: its compute capability
+        # and the platforms it can be in, with what it is part of (a GH200 is an H100 that
+        # only an Arm host carries; the sentence on Tegra K1's host does not fit Jetson
+        # TK1's); once per name, as the joint request and every target ask. Whether it is
+        # a data-center GPU is only in the resolved stack's GPU record, which the fleet's
+        # report does not show, so a T4 and an RTX 2080 share one resolve.
         found = classes.get(gpu)
         if found is None:
             row = find_gpu(m, gpu)
             names[gpu] = row.name if row else gpu
-            found = classes[gpu] = (row.compute_capability, row.datacenter, row.host_platforms, row.host) \
-                if row else (gpu, None)
+            found = classes[gpu] = (row.compute_capability, row.host_platforms, row.host) if row else (gpu, None)
         return found
 
     resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for

@@ -11,7 +11,7 @@ for it on the platform. Conda builds and releases the file does not list have no
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
@@ -19,6 +19,7 @@ from envbuild import frameworks
 from envbuild.matrix import tables as t
 from envbuild.matrix.wheels import PLATFORMS, pythons_on
 from envbuild.model import Fact
+from envbuild.versions import ordered_versions
 
 
 @dataclass(frozen=True)
@@ -29,15 +30,23 @@ class Wheels:
     by_platform: dict  # platform -> frozenset of Pythons; a platform missing = no wheel there
     rows: tuple[t.WheelRelease, ...]
     inferred: bool  # the index's files stand for another build of the release (torch +cuXYZ)
+    # platform -> `facts(platform)`: a request on a Python the build lacks words a problem with them
+    _facts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def pythons(self, platform: str) -> frozenset[str] | None:
         return self.by_platform.get(platform)
 
     def facts(self, platform: str) -> tuple[Fact, ...]:
+        found = self._facts.get(platform)
+        if found is None:
+            found = self._facts[platform] = self._read_facts(platform)
+        return found
+
+    def _read_facts(self, platform: str) -> tuple[Fact, ...]:
         out = []
         for r in self.rows:
             pys = pythons_on(r.wheels, platform)
-            shown = " ".join(sorted(pys, key=Version)) if pys else "none"
+            shown = " ".join(ordered_versions(pys)) if pys else "none"
             out.append(Fact(f"{r.package} {r.version} wheels on {platform}: Python {shown} (index read {r.read})",
                             r.source, inferred=self.inferred or r.inferred, secondary=r.secondary))
         return tuple(dict.fromkeys(out))[:4]

@@ -14,10 +14,10 @@ from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
-from envbuild.resolver.context import Index, Lazy, fact, runs_on
+from envbuild.resolver.context import Index, Lazy, fact
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
-from envbuild.versions import parse_version, read_local_label
+from envbuild.versions import ordered_versions, parse_version, read_local_label
 
 @dataclass(frozen=True)
 class Problem:
@@ -62,7 +62,9 @@ def check_build_cached(b: Build, req: Request, ix: Index, cuda_pin) -> list[Prob
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
     """No hard problem between build `b` and the request. A fix search asks this of every
     build on another platform (a Jetson's Arm): a build not published there fails on its
-    platform link, and its other links are not checked."""
+    platform link, and its other links are not checked (nor its problems written)."""
+    if _unpublished(b, req.platform):
+        return False
     placed, rest = _platform_cached(b, req, ix)
     if any(not p.soft for p in placed) or any(not p.soft for p in rest):
         return False
@@ -164,14 +166,20 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
             return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
                                     framework=b.framework)]
         return ruled
+    if _unpublished(b, plat):
+        return [Problem("platform_unsupported",
+                        f"{b.label} is published only for {', '.join(b.platforms)}; you asked for {plat}",
+                        (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
     if plat not in b.platforms:
-        if plugin.lists_platforms:
-            return [Problem("platform_unsupported",
-                            f"{b.label} is published only for {', '.join(b.platforms)}; you asked for {plat}",
-                            (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
         return [Problem("unknown_fact", f"the matrix does not say whether {b.label} exists for {plat}", soft=True,
                         framework=b.framework)]
     return ruled
+
+
+def _unpublished(b: Build, plat: str) -> bool:
+    """The rows list where `b` is published, and `plat` (not Windows, which has rules of
+    its own) is not among them: a hard platform problem whatever else is found."""
+    return plat != "win-64" and plat not in b.platforms and frameworks.get(b.framework).lists_platforms
 
 
 def cuda_variant(b: Build, req: Request, pin) -> list[Problem]:
@@ -208,7 +216,7 @@ def python(b: Build, req: Request) -> list[Problem]:
         return []
     if b.wheels is not None and b.wheels.pythons(req.platform):
         # the artefacts decide: name the newest Python that has a wheel
-        newest = max(pythons, key=parse_version)
+        newest = ordered_versions(pythons)[-1]
         return [Problem("python_unsupported",
                         f"{b.framework} {b.version} has {req.platform} wheels ({b.wheels.label}) for Python "
                         f"{_py_range(pythons)}, the newest {newest}; you asked for Python {req.python}, so Python "
@@ -237,8 +245,8 @@ def wheel_platform(b: Build, req: Request) -> list[Problem]:
                     b.wheels.facts(req.platform), framework=b.framework)]
 
 
-def _py_range(pythons) -> str:
-    ordered = sorted(pythons, key=parse_version)
+def _py_range(pythons: frozenset[str]) -> str:
+    ordered = ordered_versions(pythons)
     return ordered[0] if len(ordered) == 1 else f"{ordered[0]}-{ordered[-1]}"
 
 
@@ -396,10 +404,13 @@ def _gpu_kinds(b: Build, signature: tuple, req: Request, ix: Index) -> tuple[fro
     over all GPUs: a capability seen again before the first hard problem found nothing
     hard the first time and adds nothing now; after it, only the toolkit's answers are
     taken, and those have the same kinds for every GPU of a capability."""
+    gpus = req.first_of_each_cc
+    if len(gpus) == 1:
+        return _one_gpu_kinds(b, signature, gpus[0], req, ix)
     hard_kinds: set[str] = set()
     soft_kinds: set[str] = set()
     hard = False
-    for g in req.first_of_each_cc:
+    for i, g in enumerate(gpus):
         key = ("cc kinds", signature, g.cc)
         found = ix.memo.get(key)
         if found is None:
@@ -407,17 +418,54 @@ def _gpu_kinds(b: Build, signature: tuple, req: Request, ix: Index) -> tuple[fro
         (toolkit_hard, toolkit_soft), (build_hard, build_soft) = found
         hard_kinds |= toolkit_hard
         soft_kinds |= toolkit_soft
-        hard = hard or bool(toolkit_hard)
-        if hard:
-            continue
-        hard_kinds |= build_hard
-        soft_kinds |= build_soft
-        hard = bool(build_hard)
-    if b.min_cc is None and req.first_of_each_cc and not hard:
+        if not toolkit_hard:
+            hard_kinds |= build_hard
+            soft_kinds |= build_soft
+        if toolkit_hard or build_hard:
+            hard = True
+            later_hard, later_soft = _toolkit_kinds_from(b, req, i + 1, ix)
+            hard_kinds |= later_hard
+            soft_kinds |= later_soft
+            break
+    if b.min_cc is None and gpus and not hard:
         era_hard, era_soft = _era_kinds(b, signature[-1], req, ix)
         hard_kinds |= era_hard
         soft_kinds |= era_soft
     return frozenset(hard_kinds), frozenset(soft_kinds)
+
+
+def _one_gpu_kinds(b: Build, signature: tuple, g: Gpu, req: Request, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
+    """`_gpu_kinds` for a request with one GPU (each target of a fleet, alone), which
+    asks it once per signature: the verdicts' kinds without the loop's memo and sets."""
+    (toolkit_hard, toolkit_soft), (build_hard, build_soft) = _cc_kinds(b, g, ix)
+    if toolkit_hard:
+        return toolkit_hard, toolkit_soft
+    soft = toolkit_soft | build_soft
+    if build_hard or b.min_cc is not None:
+        return build_hard, soft
+    era_hard, era_soft = _era_kinds(b, signature[-1], req, ix)
+    return era_hard, soft | era_soft
+
+
+def _toolkit_kinds_from(b: Build, req: Request, start: int, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
+    """The kinds of the toolkit's answers for the GPUs of `first_of_each_cc` from `start`
+    on: once a build has a hard problem, only these are added (a fleet's joint request has
+    a GPU of every capability, and most builds fail on its oldest). The same for every
+    build of `b`'s CUDA."""
+    key = ("toolkit kinds from", b.cuda, req.cc_key, start)
+    found = ix.memo.get(key)
+    if found is None:
+        hard: set[str] = set()
+        soft: set[str] = set()
+        for g in req.first_of_each_cc[start:]:
+            verdict = _toolkit_verdict(b.cuda, g.cc, ix)
+            if verdict is not None:
+                # the kinds follow from the verdict alone (the sentences are not written here)
+                kinds = _split_kinds(_toolkit_problems(b, g, ix, verdict))
+                hard |= kinds[0]
+                soft |= kinds[1]
+        found = ix.memo[key] = (frozenset(hard), frozenset(soft))
+    return found
 
 
 def _era_kinds(b: Build, floors: tuple[str, ...], req: Request, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
@@ -557,27 +605,35 @@ def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
     "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
     if b.archs is None:
         return "unlisted" if frameworks.get(b.framework).lists_archs else None
-    sass, ptx = _compiled(b, ix)
-    if runs_on(sass, cc):
-        return None
-    if any(p // 10 < cc.major or (p // 10 == cc.major and p % 10 <= cc.minor) for p in ptx):
+    lowest_minor, lowest_ptx = _compiled(b, ix)
+    minor = lowest_minor.get(cc.major)
+    if minor is not None and minor <= cc.minor:
+        return None  # a binary of the GPU's major at most its minor (sm_80 code runs on sm_86)
+    if lowest_ptx is not None and lowest_ptx <= (cc.major, cc.minor):
         return "ptx"
     return "cannot"
 
 
-def _compiled(b: Build, ix: Index) -> tuple[set[int], set[int]]:
-    """(real archs, PTX archs) build `b` carries, as ints (86 = sm_86)."""
+def _compiled(b: Build, ix: Index) -> tuple[dict[int, int], tuple[int, int] | None]:
+    """What build `b` carries, as what `_archs_verdict` compares: the lowest minor of its
+    real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and its lowest PTX arch
+    as (major, minor) or None. Once per build, as every GPU of a fleet is asked about."""
     key = ("archs", id(b))
     found = ix.memo.get(key)
     if found is None:
-        sass, ptx = set(), set()
+        lowest: dict[int, int] = {}
+        ptx: list[tuple[int, int]] = []
         for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
             kind, _, num = a.partition("_")
             digits = "".join(ch for ch in num if ch.isdigit())
             if not digits:
                 continue
-            (sass if kind == "sm" else ptx).add(int(digits))
-        found = ix.memo[key] = (sass, ptx)
+            major, minor = divmod(int(digits), 10)
+            if kind == "sm":
+                lowest[major] = min(minor, lowest.get(major, minor))
+            else:
+                ptx.append((major, minor))
+        found = ix.memo[key] = (lowest, min(ptx) if ptx else None)
     return found
 
 
