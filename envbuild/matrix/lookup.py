@@ -73,10 +73,20 @@ def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
     return index
 
 
+_CANDIDATES: dict[int, tuple[Matrices, dict[str, tuple[Gpu, ...]]]] = {}
+
+
 def gpu_candidates(m: Matrices, text: str) -> list[Gpu]:
     """Rows `text` may name: one when it names one GPU, several (with different compute
-    capabilities) when it is ambiguous, none when the table does not know it."""
-    return gpu_match.candidates(_gpu_index(m), m.gpus, text)
+    capabilities) when it is ambiguous, none when the table does not know it. Memoised per
+    loaded matrices: a fleet's file, its joint request and its targets name each GPU."""
+    cached = _CANDIDATES.get(id(m))
+    if cached is None or cached[0] is not m:
+        cached = _CANDIDATES[id(m)] = (m, {})
+    found = cached[1].get(text)
+    if found is None:
+        found = cached[1][text] = tuple(gpu_match.candidates(_gpu_index(m), m.gpus, text))
+    return list(found)
 
 
 def find_gpu(m: Matrices, text: str) -> Gpu | None:
@@ -147,9 +157,22 @@ def _minor_compat(m: Matrices, major: int) -> MinorCompat | None:
     return next((row for row in m.minor_compat if row.major == major), None)
 
 
+_RELEASES: dict[int, tuple[Matrices, dict[tuple[int, ...], list[CudaRelease]]]] = {}
+
+
 def _releases(m: Matrices, cuda: Version) -> list[CudaRelease]:
-    rows = [r for r in m.cuda_releases if (v := version(r.version)) is not None and v.release[: len(cuda.release)] == cuda.release]
-    return sorted(rows, key=lambda r: version(r.version))
+    """The CUDA release rows whose version starts with `cuda`'s release (12.4 -> 12.4.0,
+    12.4.1), oldest first. The rows are grouped by every prefix once per loaded matrices:
+    a resolve asks this for each CUDA its builds use."""
+    cached = _RELEASES.get(id(m))
+    if cached is None or cached[0] is not m:
+        by_prefix: dict[tuple[int, ...], list[CudaRelease]] = {}
+        for r in sorted((r for r in m.cuda_releases if version(r.version) is not None), key=lambda r: version(r.version)):
+            release = version(r.version).release
+            for n in range(1, len(release) + 1):
+                by_prefix.setdefault(release[:n], []).append(r)
+        cached = _RELEASES[id(m)] = (m, by_prefix)
+    return cached[1].get(cuda.release, [])
 
 
 def _windows(platform: str) -> bool:

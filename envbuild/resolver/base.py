@@ -214,14 +214,16 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     family = "cuda" if req.spec.base == "auto" else req.spec.base
     devel_why = needs_devel(req, builds, cuda)
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
+    native_v = parse_version(native) if native else None
     carrier = next((b for b in builds if _carries(family, b)), None)
+    runs_installer: dict[str | None, bool] = {}  # image python -> installer_runs_on
     options = []
-    for img, img_cuda in _family_images(ix, family, req.platform):
+    for img, img_cuda, (cuda_mm, rank_tail) in _family_images(ix, family, req.platform):
         if devel_why and img.flavour not in ("devel", None):
             continue
         if img.flavour == "base" and builds:
             continue  # only cudart: frameworks need cuBLAS/cuFFT/cuDNN
-        if native and parse_version(major_minor(img_cuda)) > parse_version(native):
+        if native_v is not None and cuda_mm > native_v:
             continue  # the container toolkit would refuse it on this driver
         if carrier is not None:
             if (img.framework or "").lower() != carrier.framework or not _same_version(img.framework_version, carrier.version) \
@@ -237,7 +239,10 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
             continue
         if cuda and not builds and major_minor(img_cuda) != major_minor(parse_version(cuda)):
             continue
-        if not installer_runs_on(ix.m, installer, img.python):
+        runs = runs_installer.get(img.python)
+        if runs is None:
+            runs = runs_installer[img.python] = installer_runs_on(ix.m, installer, img.python)
+        if not runs:
             floor_skipped.append(img)  # the build could not run the installer on its python3
             continue
         if carrier is None and binds_python(img, installer) and img.python and allowed is not None \
@@ -245,7 +250,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
             python_skipped.append(img)  # the venv would run another Python than the lock's
             continue
         exact = cuda is not None and _same_cuda(img_cuda, cuda)
-        options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), _num(img_cuda), _os_rank(img)), img, img_cuda))
+        options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), *rank_tail), img, img_cuda))
     if not options and python_skipped:
         return None, [_no_python_match(req, ix, family, cuda, python_skipped, builds)]
     if not options and floor_skipped:
@@ -275,13 +280,16 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     return _choice(img, why), []
 
 
-def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, Version]]:
+def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, Version, tuple]]:
     """The catalog's images of `family` for `platform` that state their CUDA, in catalog
-    order (memoised: the 382 rows are mostly of other families)."""
+    order, each with what `_choose` compares of it: (its CUDA's major.minor, (the newest-first
+    keys of its CUDA and its OS release)). Memoised: the 382 rows are mostly of other
+    families, and each target of a fleet that ends on other builds chooses again."""
     key = ("family images", family, platform)
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = [(img, img_cuda) for img, img_cuda in ix.images
+        found = ix.memo[key] = [(img, img_cuda, (parse_version(major_minor(img_cuda)), (_num(img_cuda), _os_rank(img))))
+                                for img, img_cuda in ix.images
                                 if img.family == family and platform in img.platforms and img_cuda is not None]
     return found
 

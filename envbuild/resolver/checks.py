@@ -335,6 +335,15 @@ def summaries_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list
     return [per_class[i] for i in members]
 
 
+def viable_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list[Build]:
+    """The builds of `builds` with no hard problem, in order: what `summaries_of` would
+    leave, when only that is asked. The GPU links are judged first (once per signature),
+    and the host links only of builds the GPUs leave: a request that differs from an
+    earlier one in its Python or driver (a fix, a retry) checks again only those."""
+    table = summaries(req, ix, cuda_pin)
+    return [b for b in builds if not table.gpu_of(b)[0] and not table.host[b][0]]
+
+
 class _Summaries(dict):
     """A build's summary joins that of its host links (the same whatever the GPUs) with
     that of its GPU links (the same for every build of one `_gpu_signature`: the 258
@@ -352,11 +361,18 @@ class _Summaries(dict):
         found = self[b] = self.joined_with_gpu(self.host[b], self.signatures[b], b)
         return found
 
-    def joined_with_gpu(self, host: tuple, signature: tuple, b: Build) -> tuple:
-        """`host` (a host summary) joined with the GPU kinds of `signature`, the signature of `b`."""
+    def gpu_of(self, b: Build, signature: tuple | None = None) -> tuple[frozenset[str], frozenset[str]]:
+        """The kinds of `b`'s GPU links, the same for every build of its signature."""
+        if signature is None:
+            signature = self.signatures[b]
         gpu = self.gpu.get(signature)
         if gpu is None:
             gpu = self.gpu[signature] = _gpu_kinds(b, signature, self.req, self.ix)
+        return gpu
+
+    def joined_with_gpu(self, host: tuple, signature: tuple, b: Build) -> tuple:
+        """`host` (a host summary) joined with the GPU kinds of `signature`, the signature of `b`."""
+        gpu = self.gpu_of(b, signature)
         found = self.joined.get((host, gpu))
         if found is None:
             found = self.joined[host, gpu] = (host[0] | gpu[0], host[1] | gpu[1], host[2])
@@ -461,7 +477,9 @@ def _toolkit_kinds_from(b: Build, req: Request, start: int, ix: Index) -> tuple[
             verdict = _toolkit_verdict(b.cuda, g.cc, ix)
             if verdict is not None:
                 # the kinds follow from the verdict alone (the sentences are not written here)
-                kinds = _split_kinds(_toolkit_problems(b, g, ix, verdict))
+                kinds = ix.memo.get(("toolkit verdict kinds", verdict))
+                if kinds is None:
+                    kinds = ix.memo["toolkit verdict kinds", verdict] = _split_kinds(_toolkit_problems(b, g, ix, verdict))
                 hard |= kinds[0]
                 soft |= kinds[1]
         found = ix.memo[key] = (frozenset(hard), frozenset(soft))

@@ -64,13 +64,14 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     candidates = _on_platform(candidates, req.platform, ix)
     strict = req.spec.strict
     scored = []
-    # the kinds of the problems decide; only the nearest build's are written below
-    judged = checks.summaries_of(candidates, req, ix, pin)
     if extra_check is None and not strict:
-        # the common case, once per target of a fleet: the summaries alone decide
-        out.viable = [b for b, (hard, _soft, _off) in zip(candidates, judged) if not hard]
+        # the common case, once per target of a fleet: which builds pass decides, and the
+        # summaries of the others are read only when none does
+        out.viable = checks.viable_of(candidates, req, ix, pin)
         if out.viable:
             return out
+    # the kinds of the problems decide; only the nearest build's are written below
+    judged = checks.summaries_of(candidates, req, ix, pin)
     for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
         if strict and "unknown_fact" in soft:
             hard = hard | {"unknown_fact"}
@@ -261,17 +262,24 @@ def combine(outcomes: list[Outcome], req: Request, ix: Index | None = None) -> t
     keep the frameworks apart. With `ix`, memoised on what it reads (the targets of a
     fleet mostly have the same viable builds)."""
     if ix is None:
-        return _combine(outcomes, req)
+        return _combine(outcomes, req, {})
     key = ("combine", tuple((o.name, tuple(map(id, o.viable))) for o in outcomes), req.installer, req.python,
            req.platform)
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = _combine(outcomes, req)
+        found = ix.memo[key] = _combine(outcomes, req, _table(ix, ("first with python",)))
     choice, apart = found
     return (None if choice is None else Choice(dict(choice.builds), choice.python, choice.installer)), list(apart)
 
 
-def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
+def _table(ix: Index, key: tuple) -> dict:
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = {}
+    return found
+
+
+def _combine(outcomes: list[Outcome], req: Request, firsts_memo: dict) -> tuple[Choice | None, list[Problem]]:
     usable = [o for o in outcomes if o.viable]
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []
@@ -283,7 +291,7 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
         if not all(pools):
             continue
         for keyed in _by_shared_key(pools, installer):
-            firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
+            firsts = [_first_with_python(pool, pythons, req.platform, firsts_memo) for pool in keyed]
             newest: dict = {}  # the builds picked -> the newest Python scored with them
             for py in pythons:
                 picks = [first.get(py) for first in firsts]
@@ -305,17 +313,26 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
     return None, [_why_apart(usable, req)]
 
 
-def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str) -> dict[str, Build]:
+def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str, memo: dict) -> dict[str, Build]:
     """Python -> the first build of `pool` with a build for it, for each of `pythons` that
-    has one (one pass over the pool instead of one per Python)."""
-    wanted = set(pythons)
+    has one (one pass over the pool instead of one per Python). Memoised on the pool: the
+    targets of a fleet whose viable builds differ share most groups of one CUDA."""
+    key = (tuple(map(id, pool)), pythons, platform)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    missing = set(pythons)
     out: dict[str, Build] = {}
     for b in pool:
-        found = b.pythons_on(platform)
-        for py in (wanted if found is None else wanted & found) - out.keys():
-            out[py] = b
-        if len(out) == len(wanted):
-            break
+        have = b.pythons_on(platform)
+        new = missing if have is None else missing & have
+        if new:
+            for py in new:
+                out[py] = b
+            missing = missing - new
+            if not missing:
+                break
+    memo[key] = out
     return out
 
 
