@@ -344,6 +344,27 @@ def viable_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list[Bu
     return [b for b in builds if not table.gpu_of(b)[0] and not table.host[b][0]]
 
 
+def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, pythons: frozenset[str]) -> list[Build]:
+    """`viable_of(builds, ...)` up to the first (release, CUDA) that has a viable build
+    for one of `pythons`, for `builds` sorted newest first: with one framework the choice
+    ranks release, then CUDA, before all else, so no later build can be chosen, and
+    their links are not checked (a fleet's targets, a fix's request)."""
+    table = summaries(req, ix, cuda_pin)
+    out: list[Build] = []
+    top = None
+    for b in builds:
+        if top is not None and (b.v != top[0] or b.cuda_v != top[1]):
+            break
+        if table.gpu_of(b)[0] or table.host[b][0]:
+            continue
+        out.append(b)
+        if top is None:
+            have = b.pythons_on(req.platform)
+            if have is None or not pythons.isdisjoint(have):
+                top = (b.v, b.cuda_v)
+    return out
+
+
 class _Summaries(dict):
     """A build's summary joins that of its host links (the same whatever the GPUs) with
     that of its GPU links (the same for every build of one `_gpu_signature`: the 258

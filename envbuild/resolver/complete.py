@@ -45,6 +45,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
     candidates, out.stand_in = _selected(name, constraint, pin, ix)
+    newest_first = _newest_first(candidates, ix)
     if not candidates:
         out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
@@ -67,7 +68,11 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     if extra_check is None and not strict:
         # the common case, once per target of a fleet: which builds pass decides, and the
         # summaries of the others are read only when none does
-        out.viable = checks.viable_of(candidates, req, ix, pin)
+        if newest_first and len(req.frameworks) == 1:
+            # one framework: only the newest viable builds can be chosen (`_combine`)
+            out.viable = checks.newest_viable(candidates, req, ix, pin, wanted_pythons(req))
+        else:
+            out.viable = checks.viable_of(candidates, req, ix, pin)
         if out.viable:
             return out
     # the kinds of the problems decide; only the nearest build's are written below
@@ -112,6 +117,21 @@ def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index)
             candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
         found = ix.memo[key] = (candidates, stand_in)
     return found
+
+
+def _newest_first(builds: list[Build], ix: Index) -> bool:
+    """Are `builds` (a list `_selected` keeps) in the order `_combine` ranks: newest release,
+    then newest CUDA, first? (Filters keep the order.)"""
+    key = ("newest first", id(builds))
+    found = ix.memo.get(key)
+    if found is None:
+        found = ix.memo[key] = all((a.v, a.cuda_v) >= (b.v, b.cuda_v) for a, b in zip(builds, builds[1:]))
+    return found
+
+
+def wanted_pythons(req: Request) -> frozenset[str]:
+    """The Pythons a choice may use: the request's, else every CPython release envbuild knows."""
+    return frozenset((req.python,)) if req.python else frozenset(known_pythons())
 
 
 def _on_platform(candidates: list[Build], platform: str, ix: Index) -> list[Build]:
