@@ -68,3 +68,30 @@ def test_the_shortcut_checks_fewer_builds():
     assert len({b.version for b in short.viable}) == 1
     full = _long_way(req, ix)
     assert len(full) > 10 * len(short.viable)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_nearest_build_is_the_one_every_build_s_summary_names(framework):
+    """When no build passes, `checks.nearest` skips the host links of builds its GPU kinds
+    rule out; the build it names is the first of the fewest hard kinds over all summaries."""
+    ix = context.index(M)
+    checked = 0
+    gpus = GPUS + ("Tesla K10", "Tegra K1", "GTX 750 Ti")
+    for gpu, (driver, python, installer), platform in itertools.product(gpus, HOSTS, ("linux-64", "win-64")):
+        spec = Spec(frameworks=(FrameworkRequest(framework, "*"),), gpus=(gpu, "H100"), driver=driver, python=python,
+                    installer=installer, platform=platform)
+        req = read_request(spec, ix)
+        (name, constraint, local), = req.frameworks
+        pin = local or req.cuda
+        candidates, _stand_in = _selected(name, constraint, pin, ix)
+        if req.installer:
+            candidates = [b for b in candidates if b.installer == req.installer]
+        candidates = _on_platform(candidates, req.platform, ix)
+        if not candidates or checks.viable_of(candidates, req, ix, pin):
+            continue
+        judged = checks.summaries_of(candidates, req, ix, pin)
+        expected = min(((off, len(hard), rank), b) for rank, (b, (hard, _soft, off)) in enumerate(zip(candidates, judged)))[1]
+        assert checks.nearest(candidates, req, ix, pin) is expected, (gpu, driver, python, installer, platform)
+        assert evaluate(name, constraint, local, req, ix).nearest is expected
+        checked += 1
+    assert checked >= 10

@@ -365,6 +365,25 @@ def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, python
     return out
 
 
+def nearest(builds: list[Build], req: Request, ix: Index, cuda_pin) -> Build:
+    """When none of `builds` passes, the one whose problems say why best: the first of
+    the builds of the pinned variant (if any), then of the fewest hard kinds. A build's
+    GPU kinds alone (once per signature) bound its count from below, so the host links
+    of a build that cannot come before the best so far are not checked (a fleet's joint
+    request, on which nearly every build fails for some GPU)."""
+    table = summaries(req, ix, cuda_pin)
+    best, best_key = builds[0], None
+    for rank, b in enumerate(builds):
+        gpu_hard = table.gpu_of(b)[0]
+        if best_key is not None and not best_key[0] and len(gpu_hard) >= best_key[1]:
+            continue  # at best as many kinds, and later
+        host = table.host[b]
+        key = (host[2], len(host[0] | gpu_hard), rank)
+        if best_key is None or key < best_key:
+            best, best_key = b, key
+    return best
+
+
 class _Summaries(dict):
     """A build's summary joins that of its host links (the same whatever the GPUs) with
     that of its GPU links (the same for every build of one `_gpu_signature`: the 258

@@ -75,6 +75,11 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.viable = checks.viable_of(candidates, req, ix, pin)
         if out.viable:
             return out
+        # none passes: the problems of the nearest build are the conflict
+        out.nearest = checks.nearest(candidates, req, ix, pin)
+        out.problems = [_word_variant(p, out.nearest, candidates, pin)
+                        for p in checks.check_build_cached(out.nearest, req, ix, pin) if _is_hard(p, strict)]
+        return out
     # the kinds of the problems decide; only the nearest build's are written below
     judged = checks.summaries_of(candidates, req, ix, pin)
     for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
