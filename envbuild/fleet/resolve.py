@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,19 +146,36 @@ def _renamed(res: Resolution, was: str, now: str) -> Resolution:
     Jetson AGX Orin), and its report must name its own GPU. The facts keep their text, as
     their sources are those of the GPU they were read for."""
     import dataclasses
-    import re
 
-    name = re.compile(rf"(?<![\w-]){re.escape(was)}(?![\w-])")
+    name = _name_pattern(was)
 
     def text(s: str) -> str:
-        return name.sub(lambda _m: now, s)
+        return name.sub(lambda _m: now, s) if was in s else s
 
-    conflicts = tuple(dataclasses.replace(c, message=text(c.message),
-                                          fixes=tuple(dataclasses.replace(f, description=text(f.description))
-                                                      for f in c.fixes))
-                      for c in res.conflicts)
-    warnings = tuple(dataclasses.replace(w, message=text(w.message)) for w in res.warnings)
-    return dataclasses.replace(res, conflicts=conflicts, warnings=warnings)
+    def fix(f):
+        described = text(f.description)
+        return f if described is f.description else dataclasses.replace(f, description=described)
+
+    def conflict(c):
+        message, fixes = text(c.message), tuple(fix(f) for f in c.fixes)
+        if message is c.message and all(a is b for a, b in zip(fixes, c.fixes)):
+            return c
+        return dataclasses.replace(c, message=message, fixes=fixes)
+
+    def warning(w):
+        message = text(w.message)
+        return w if message is w.message else dataclasses.replace(w, message=message)
+
+    return dataclasses.replace(res, conflicts=tuple(conflict(c) for c in res.conflicts),
+                               warnings=tuple(warning(w) for w in res.warnings))
+
+
+@functools.lru_cache(maxsize=256)
+def _name_pattern(name: str):
+    """`name` as a whole word (not inside "RTX 3090 Ti" for "RTX 3090"): once per GPU name."""
+    import re
+
+    return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
 
 
 def _joint_spec(spec: Spec, group: list[Target]) -> Spec:

@@ -164,7 +164,7 @@ def _gpu(text: str, ix: Index) -> Gpu:
 def _read_gpu(text: str, ix: Index) -> Gpu:
     row = ix.gpu(text)
     if row is not None:
-        cc = ComputeCapability.parse(row.compute_capability)
+        cc = _row_cc(row.compute_capability)
         return Gpu(ResolvedGpu(row.name, row.compute_capability, row.datacenter), cc, row)
     try:
         cc = ComputeCapability.parse(text)
@@ -172,6 +172,12 @@ def _read_gpu(text: str, ix: Index) -> Gpu:
         # a model the matrix does not know: kept, warned about, and left out of the architecture checks
         return Gpu(ResolvedGpu(text, None, None), None, None)
     return Gpu(ResolvedGpu(f"GPU of compute capability {cc}", str(cc), None), cc, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_cc(text: str) -> ComputeCapability:
+    """A GPU row's compute capability (a few dozen values for hundreds of rows)."""
+    return ComputeCapability.parse(text)
 
 
 def gpu_suggestion(ix: Index, text: str) -> str | None:
