@@ -179,9 +179,11 @@ def test_a_32_bit_arm_target_is_a_conflict_that_names_its_own_board(tmp_path):
 
 
 def test_targets_sharing_a_gpu_class_are_each_named_in_their_own_report(tmp_path):
-    # one resolve serves GPUs of one class (same compute capability, data-center class and
-    # host platforms), but each target's sentences name its own GPU, as resolving it alone does
-    gpus = {"agx": "Jetson AGX Orin", "nano": "Jetson Orin Nano", "k20": "Tesla K20", "k40": "Tesla K40"}
+    # one resolve serves GPUs of one class (same compute capability and host platforms; a
+    # data-center GPU and a desktop one of the same capability share it), but each target's
+    # sentences name its own GPU, as resolving it alone does
+    gpus = {"agx": "Jetson AGX Orin", "nano": "Jetson Orin Nano", "k20": "Tesla K20", "k40": "Tesla K40",
+            "gtx780ti": "GeForce GTX 780 Ti"}
     path = _fleet(tmp_path, yaml.safe_dump({"targets": {
         name: {"gpu": gpu, "driver": "580.65.06", "scheduler": {"kind": "k8s"}} for name, gpu in gpus.items()}}))
     done = _cli("resolve", "--framework", "pytorch==2.5.1", "--fleet", path, "--json")
