@@ -95,8 +95,12 @@ def analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
 
 def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     req = read_request(spec, ix)
+    # A GPU on the wrong platform makes every build's own verdict moot: it is the one
+    # conflict, so the builds are only selected (for the warnings about which rows judged
+    # them), not checked.
+    moot = host_platform_problems(req)
     family_check = base_image.family_filter(req, ix)
-    outcomes = [evaluate(name, c, local, req, ix, family_check) for name, c, local in req.frameworks]
+    outcomes = [evaluate(name, c, local, req, ix, family_check, judge=not moot) for name, c, local in req.frameworks]
     a = Analysis(req, ix, outcomes, joint=joint)
     for o in outcomes:
         a.problems += o.problems
@@ -113,9 +117,8 @@ def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     for p in found:
         hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
-    # A GPU on the wrong platform makes every build's own verdict moot: it is the one conflict.
     # A driver that does not drive a GPU is a conflict besides the builds' own.
-    a.problems = host_platform_problems(req) or ([] if joint else driver_gpu_problems(req, ix)) + a.problems
+    a.problems = moot or ([] if joint else driver_gpu_problems(req, ix)) + a.problems
     choice = None
     if not a.problems:
         choice, apart = combine(outcomes, req, ix)

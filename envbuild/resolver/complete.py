@@ -41,14 +41,19 @@ class Outcome:
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
-             extra_check=None) -> Outcome:
+             extra_check=None, *, judge: bool = True) -> Outcome:
+    """The builds of framework `name` that `constraint` selects, judged against the request.
+    `judge=False` only selects them (the request has a conflict that makes their verdicts
+    moot): the outcome then holds the selection's warnings alone."""
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
     candidates, out.stand_in = _selected(name, constraint, pin, ix)
-    newest_first = _newest_first(candidates, ix)
     if not candidates:
         out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
+    if not judge:
+        return out
+    newest_first = _newest_first(candidates, ix)
     if req.installer:
         mine = [b for b in candidates if b.installer == req.installer]
         if not mine:
