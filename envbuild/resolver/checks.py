@@ -366,8 +366,9 @@ def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, python
 
 
 def nearest(builds: list[Build], req: Request, ix: Index, cuda_pin) -> Build:
-    """When none of `builds` passes, the one whose problems say why best: the first of
-    the builds of the pinned variant (if any), then of the fewest hard kinds. A build's
+    """When none of `builds` passes, the one whose problems explain it best: a build of
+    the pinned CUDA variant before one of another, then the fewest hard kinds, then the
+    first (what `evaluate`'s ranking of every build's summary picks). A build's
     GPU kinds alone (once per signature) bound its count from below, so the host links
     of a build that cannot come before the best so far are not checked (a fleet's joint
     request, on which nearly every build fails for some GPU)."""
