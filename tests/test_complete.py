@@ -51,7 +51,7 @@ def test_the_newest_viable_builds_choose_what_all_viable_builds_choose(framework
             continue
         assert short.viable == full[:len(short.viable)]  # a prefix, in order
         whole = dataclasses.replace(short, viable=full)
-        assert _combine([short], req, {}) == _combine([whole], req, {}), (gpu, driver, python, installer, platform)
+        assert _combine([short], req) == _combine([whole], req), (gpu, driver, python, installer, platform)
         checked += 1
     assert checked >= 10  # the matrices give every framework requests that some build serves
 

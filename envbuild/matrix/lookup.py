@@ -57,7 +57,16 @@ def gpu_key(text: str) -> str:
     return gpu_match.exact_key(text)
 
 
-_INDEX: dict[int, tuple[Matrices, gpu_match.GpuIndex]] = {}
+_MEMOS: dict[tuple[str, int], tuple[Matrices, dict]] = {}
+
+
+def _memo(m: Matrices, what: str) -> dict:
+    """A dictionary of answers of kind `what` about the loaded matrices `m` (held with them:
+    an id alone could be reused by other matrices)."""
+    cached = _MEMOS.get((what, id(m)))
+    if cached is None or cached[0] is not m:
+        cached = _MEMOS[what, id(m)] = (m, {})
+    return cached[1]
 
 
 def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
@@ -65,27 +74,20 @@ def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
     if (getattr(index, "format", None) == gpu_match.INDEX_FORMAT and index.version == m.version
             and index.rows == len(m.gpus)):
         return index  # built with the data and kept in the matrix cache
-    cached = _INDEX.get(id(m))
-    if cached and cached[0] is m:
-        return cached[1]
-    index = gpu_match.build_index(m.version, m.gpus)
-    _INDEX[id(m)] = (m, index)
-    return index
-
-
-_CANDIDATES: dict[int, tuple[Matrices, dict[str, tuple[Gpu, ...]]]] = {}
+    built = _memo(m, "gpu index")
+    if "index" not in built:
+        built["index"] = gpu_match.build_index(m.version, m.gpus)
+    return built["index"]
 
 
 def gpu_candidates(m: Matrices, text: str) -> list[Gpu]:
     """Rows `text` may name: one when it names one GPU, several (with different compute
     capabilities) when it is ambiguous, none when the table does not know it. Memoised per
     loaded matrices: a fleet's file, its joint request and its targets name each GPU."""
-    cached = _CANDIDATES.get(id(m))
-    if cached is None or cached[0] is not m:
-        cached = _CANDIDATES[id(m)] = (m, {})
-    found = cached[1].get(text)
+    answers = _memo(m, "gpu candidates")
+    found = answers.get(text)
     if found is None:
-        found = cached[1][text] = tuple(gpu_match.candidates(_gpu_index(m), m.gpus, text))
+        found = answers[text] = tuple(gpu_match.candidates(_gpu_index(m), m.gpus, text))
     return list(found)
 
 
@@ -157,22 +159,17 @@ def _minor_compat(m: Matrices, major: int) -> MinorCompat | None:
     return next((row for row in m.minor_compat if row.major == major), None)
 
 
-_RELEASES: dict[int, tuple[Matrices, dict[tuple[int, ...], list[CudaRelease]]]] = {}
-
-
 def _releases(m: Matrices, cuda: Version) -> list[CudaRelease]:
     """The CUDA release rows whose version starts with `cuda`'s release (12.4 -> 12.4.0,
     12.4.1), oldest first. The rows are grouped by every prefix once per loaded matrices:
     a resolve asks this for each CUDA its builds use."""
-    cached = _RELEASES.get(id(m))
-    if cached is None or cached[0] is not m:
-        by_prefix: dict[tuple[int, ...], list[CudaRelease]] = {}
+    by_prefix = _memo(m, "cuda releases by prefix")
+    if not by_prefix:
         for r in sorted((r for r in m.cuda_releases if version(r.version) is not None), key=lambda r: version(r.version)):
             release = version(r.version).release
             for n in range(1, len(release) + 1):
                 by_prefix.setdefault(release[:n], []).append(r)
-        cached = _RELEASES[id(m)] = (m, by_prefix)
-    return cached[1].get(cuda.release, [])
+    return by_prefix.get(cuda.release, [])
 
 
 def _windows(platform: str) -> bool:

@@ -11,7 +11,7 @@ for it on the platform. Conda builds and releases the file does not list have no
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
@@ -30,19 +30,11 @@ class Wheels:
     by_platform: dict  # platform -> frozenset of Pythons; a platform missing = no wheel there
     rows: tuple[t.WheelRelease, ...]
     inferred: bool  # the index's files stand for another build of the release (torch +cuXYZ)
-    # platform -> `facts(platform)`: a request on a Python the build lacks words a problem with them
-    _facts: dict = field(default_factory=dict, compare=False, repr=False)
 
     def pythons(self, platform: str) -> frozenset[str] | None:
         return self.by_platform.get(platform)
 
     def facts(self, platform: str) -> tuple[Fact, ...]:
-        found = self._facts.get(platform)
-        if found is None:
-            found = self._facts[platform] = self._read_facts(platform)
-        return found
-
-    def _read_facts(self, platform: str) -> tuple[Fact, ...]:
         out = []
         for r in self.rows:
             pys = pythons_on(r.wheels, platform)

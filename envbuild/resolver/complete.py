@@ -292,24 +292,17 @@ def combine(outcomes: list[Outcome], req: Request, ix: Index | None = None) -> t
     keep the frameworks apart. With `ix`, memoised on what it reads (the targets of a
     fleet mostly have the same viable builds)."""
     if ix is None:
-        return _combine(outcomes, req, {})
+        return _combine(outcomes, req)
     key = ("combine", tuple((o.name, tuple(map(id, o.viable))) for o in outcomes), req.installer, req.python,
            req.platform)
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = _combine(outcomes, req, _table(ix, ("first with python",)))
+        found = ix.memo[key] = _combine(outcomes, req)
     choice, apart = found
     return (None if choice is None else Choice(dict(choice.builds), choice.python, choice.installer)), list(apart)
 
 
-def _table(ix: Index, key: tuple) -> dict:
-    found = ix.memo.get(key)
-    if found is None:
-        found = ix.memo[key] = {}
-    return found
-
-
-def _combine(outcomes: list[Outcome], req: Request, firsts_memo: dict) -> tuple[Choice | None, list[Problem]]:
+def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list[Problem]]:
     usable = [o for o in outcomes if o.viable]
     if not usable:
         return Choice({}, req.python, req.installer or "pip"), []
@@ -321,7 +314,7 @@ def _combine(outcomes: list[Outcome], req: Request, firsts_memo: dict) -> tuple[
         if not all(pools):
             continue
         for keyed in _by_shared_key(pools, installer):
-            firsts = [_first_with_python(pool, pythons, req.platform, firsts_memo) for pool in keyed]
+            firsts = [_first_with_python(pool, pythons, req.platform) for pool in keyed]
             newest: dict = {}  # the builds picked -> the newest Python scored with them
             for py in pythons:
                 picks = [first.get(py) for first in firsts]
@@ -343,14 +336,9 @@ def _combine(outcomes: list[Outcome], req: Request, firsts_memo: dict) -> tuple[
     return None, [_why_apart(usable, req)]
 
 
-def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str, memo: dict) -> dict[str, Build]:
+def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: str) -> dict[str, Build]:
     """Python -> the first build of `pool` with a build for it, for each of `pythons` that
-    has one (one pass over the pool instead of one per Python). Memoised on the pool: the
-    targets of a fleet whose viable builds differ share most groups of one CUDA."""
-    key = (tuple(map(id, pool)), pythons, platform)
-    found = memo.get(key)
-    if found is not None:
-        return found
+    has one (one pass over the pool instead of one per Python)."""
     missing = set(pythons)
     out: dict[str, Build] = {}
     for b in pool:
@@ -362,7 +350,6 @@ def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: st
             missing = missing - new
             if not missing:
                 break
-    memo[key] = out
     return out
 
 
