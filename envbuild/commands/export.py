@@ -20,9 +20,10 @@ def configure(parser) -> None:
     group.add_argument("--target", metavar="NAME", help="target in the fleet: its GPU, MIG profile and scheduler settings")
     group.add_argument("--name", metavar="NAME", help="job name (default: envbuild-<target> or envbuild-job)")
     group.add_argument("--command", metavar="CMD", help="the workload, run after the probe (default: the probe alone)")
-    group.add_argument("--gpus", type=int, metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
-    group.add_argument("--time", default="01:00:00", metavar="HH:MM:SS", help="time limit (default 01:00:00)")
-    group.add_argument("--mem", type=int, default=16, metavar="GIB", help="host memory in GiB (default 16)")
+    group.add_argument("--gpus", metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
+    group.add_argument("--time", default="01:00:00", metavar="TIME",
+                       help="time limit as sbatch takes it: 90 (minutes), 30:00, 02:00:00, 1-00:00:00 (default 01:00:00)")
+    group.add_argument("--mem", default="16G", metavar="SIZE", help="host memory: 16G, 512M, or a number of GiB (default 16G)")
     group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
     group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
     group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
@@ -31,11 +32,9 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     import json
-    import re
-    import shlex
     import sys
 
-    from envbuild import atomic
+    from envbuild import atomic, fields
     from envbuild.errors import UserError
     from envbuild.targets import module
     from envbuild.targets.job import Job
@@ -43,10 +42,17 @@ def run(args) -> int:
     mod = module(args.kind, "KIND")
     if args.target and not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
-    if args.gpus is not None and args.gpus < 1:
-        raise UserError("must be at least 1", where="--gpus")
-    if not re.fullmatch(r"(\d+-)?\d{1,3}(:\d{2}){0,2}", args.time):
-        raise UserError(f"malformed time limit {args.time!r}", where="--time", hint="write HH:MM:SS, e.g. 02:00:00")
+    # every flag checked here, by the same validators as the spec's and the fleet's fields
+    gpus = fields.gpu_count(args.gpus, "--gpus") if args.gpus is not None else None
+    time_limit_s = fields.slurm_time(args.time, "--time")
+    memory_mib = fields.memory_mib(args.mem, "--mem", "memory", bare_unit="G")
+    command = fields.command_argv(args.command, "--command") if args.command is not None else ()
+    if args.name is not None:
+        fields.dns_label(args.name, "--name", "job name")
+    if args.image is not None:
+        fields.image_ref(args.image, "--image")
+    if args.repository is not None:
+        fields.image_ref(args.repository, "--repository", tag=False, what="repository")
     target = None
     if args.fleet:
         from envbuild.fleet import load_fleet
@@ -69,12 +75,10 @@ def run(args) -> int:
         if spec is None:
             raise UserError("no image to run", where="export", hint="pass --image REF, or a SPEC whose image `envbuild image` builds")
         image = _default_image(spec, args)
-    gpus = args.gpus or (spec.gpu_count if spec and spec.gpu_count else None) or 1
-    name = args.name or (f"envbuild-{target.name}" if target else "envbuild-job")
-    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
-        raise UserError(f"job name {name!r} must be lowercase letters, digits and -", where="--name")
-    job = Job(name=name, image=image, target=target, gpus=gpus, time=args.time, memory_gib=args.mem,
-              command=tuple(shlex.split(args.command)) if args.command else (), static_probe=args.static)
+    gpus = gpus or (spec.gpu_count if spec and spec.gpu_count else None) or 1
+    name = args.name or (f"envbuild-{target.name}"[:63].rstrip("-") if target else "envbuild-job")
+    job = Job(name=name, image=image, target=target, gpus=gpus, time_limit_s=time_limit_s, memory_mib=memory_mib,
+              command=command, static_probe=args.static)
     text = mod.render(job)
     if args.output:
         atomic.write_text(args.output, text)

@@ -66,12 +66,14 @@ def _expected(path: str):
 def _run_fleet(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from envbuild import fields
     from envbuild.errors import UserError
     from envbuild.fleet import load_fleet
     from envbuild.verify.fleet import summary_text, verify_fleet, write_junit
 
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     targets = load_fleet(args.fleet).select(args.target)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
                           kube_context=args.kube_context)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from envbuild import fields
 from envbuild.errors import UserError
 from envbuild.fleet import Fleet, Target
 from envbuild.fleet.memory import gpu_row_memory
@@ -11,8 +12,7 @@ from envbuild.memory_size import fmt_gib, parse_gib
 from envbuild.model import PLATFORMS
 
 TARGET_KEYS = ("gpu", "gpus_per_node", "driver", "platform", "mig", "gpu_memory", "scheduler")
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # usable as a k8s / Slurm job name
-_DRIVER = re.compile(r"^\d{2,4}\.\d{1,3}(\.\d{1,3})?$")
+_DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(?:\.\d{1,3})?")
 
 
 def read_fleet(path: str) -> Fleet:
@@ -42,9 +42,7 @@ def fleet_from_raw(raw) -> Fleet:
     out = []
     for name, body in targets.items():
         path = ("targets", name)
-        if not _NAME.match(str(name)):
-            raise UserError(f"target name {name!r} must be lowercase letters, digits and -", where=where(path, True),
-                            hint="job names on Kubernetes and Slurm are built from it")
+        fields.dns_label(name, where(path, True), "target name")  # job names on Kubernetes and Slurm are built from it
         if not isinstance(body, dict):
             raise UserError(f"target {name!r} must be a mapping", where=where(path))
         for key in body:
@@ -67,7 +65,7 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
     gpu = body.get("gpu")
     if gpu is None:
         raise UserError(f"target {name!r} names no gpu", where=where(path), hint="add e.g. `gpu: A100-80GB` or `gpu: 8.0`")
-    gpu = _text(raw, path + ("gpu",), gpu)
+    gpu = fields.text(str(raw.text(path + ("gpu",), gpu)), where(path + ("gpu",)), "gpu", limit=80).strip()
     row = find_gpu(m, gpu)
     if row is None and not is_compute_capability(gpu):
         from envbuild.matrix.gpu_match import spec_gpu_check
@@ -77,13 +75,12 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
                         hint=hint or "give the model (A100, V100) or a compute capability (8.0)")
     if row is None:
         gpu = parse_compute_capability(gpu)
-    count = body.get("gpus_per_node", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise UserError(f"gpus_per_node must be a positive whole number, not {count!r}", where=where(path + ("gpus_per_node",)))
+    count = fields.count(body.get("gpus_per_node", 1), where(path + ("gpus_per_node",)), "gpus_per_node",
+                         maximum=fields.MAX_GPUS)
     driver = body.get("driver")
     if driver is not None:
         driver = _text(raw, path + ("driver",), driver)
-        if not _DRIVER.match(driver):
+        if not _DRIVER.fullmatch(driver):
             raise UserError(f"malformed driver version {driver!r}", where=where(path + ("driver",)),
                             hint="write it as nvidia-smi prints it, e.g. 535.104.05")
     platform = str(body.get("platform", "linux-64"))
@@ -99,8 +96,9 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
         memory_from = "fleet file"
     mig = body.get("mig")
     if mig is not None:
-        mig = _text(raw, path + ("mig",), mig).removeprefix("MIG ").removeprefix("mig-")
+        mig = fields.mig_profile(_text(raw, path + ("mig",), mig), where(path + ("mig",)))
         profile = mig_profile(m, row, mig, parent_memory=memory, where=where(path + ("mig",)))
+        mig = profile.name  # NVIDIA's spelling, as the device plugin and Slurm name the slice
         memory, memory_from = profile.memory_gb, f"MIG profile {mig}"  # the slice's memory, not the parent's
     elif memory is None and row is not None and gpu_row_memory(row):
         memory, memory_from = gpu_row_memory(row), f"GPU matrix ({row.name})"
@@ -109,9 +107,23 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
     if not isinstance(scheduler, dict):
         raise UserError(f"target {name!r} has no scheduler mapping", where=where(path + ("scheduler",)),
                         hint="add e.g. `scheduler: {kind: slurm, partition: gpu, gres_type: v100}`")
-    scheduler = check_scheduler(scheduler, lambda key: where(path + ("scheduler",) + ((key,) if key else ())))
+    scheduler = check_scheduler(_as_written(raw, path + ("scheduler",), scheduler),
+                                lambda key: where(path + ("scheduler",) + ((key,) if key else ())))
     return Target(name=name, gpu=gpu, gpus_per_node=count, driver=driver, platform=platform, mig=mig,
                   gpu_memory_gib=memory, memory_from=memory_from, scheduler=scheduler, where=where(path, True))
+
+
+def _as_written(raw, path: tuple, value: Any) -> Any:
+    """`value` with its unquoted numbers and booleans as written in the file: a scheduler's
+    values are text to its validators, as a flag's would be (`time: 30:00` is "30:00", not
+    YAML 1.1's sexagesimal 1800; `gpu.present: true` is "true")."""
+    if isinstance(value, dict):
+        return {k: _as_written(raw, path + (k,), v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_written(raw, path + (i,), v) for i, v in enumerate(value)]
+    if isinstance(value, (bool, int, float)):
+        return raw.texts.get(tuple(path), str(value).lower() if isinstance(value, bool) else str(value))
+    return value
 
 
 def mig_profile(m, row, name: str, *, parent_memory: float | None = None, where: str = "mig"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from envbuild import frameworks
+from envbuild import fields, frameworks
 from envbuild.errors import UserError
 from envbuild.model import BASE_FAMILIES, FRAMEWORKS, INSTALLERS, PLATFORMS, FrameworkRequest, Spec
 from envbuild.package_sets import package_frozenset
@@ -47,13 +47,6 @@ _CC = r"(?i:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)"
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _PACKAGE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*"
-# Docker image references: [registry[:port]/]path[:tag][@sha256:digest]
-_REGISTRY = r"(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:]+\])(?::\d+)?|[A-Za-z0-9-]+:\d+)"
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REF = (
-    rf"(?:(?P<registry>{_REGISTRY})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
-)
 # Every pattern here is applied with re.fullmatch (\A...\Z): `$` would accept a final newline.
 # They are kept as text: `re` compiles one when it is first used (and keeps it), so a spec
 # that names no image or channel does not pay for those.
@@ -163,9 +156,8 @@ class _Validator:
     def printable(self, path: tuple, text: str, *, key: bool = False) -> None:
         """No control or other unprintable characters: every string may end up in a
         Dockerfile, a lockfile or a command line, where a newline starts a new instruction."""
-        bad = next((c for c in text if not c.isprintable()), None)
-        if bad is not None:
-            shown = bad.encode("unicode_escape").decode()
+        shown = fields.control_character(text)
+        if shown is not None:
             raise self.fail(path, f"{self.label(path)} holds the control character {shown}",
                             "remove it (names and values are single-line text)", key=key)
 
@@ -282,8 +274,8 @@ class _Validator:
         from envbuild.memory_size import parse_gib
 
         count = self.get(("resources", "gpus"))
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-            raise self.fail(("resources", "gpus"), f"resources.gpus must be a positive whole number, not {count!r}")
+        if count is not None:
+            count = fields.gpu_count(count, self.raw.where(("resources", "gpus")) or "spec", "resources.gpus")
         memory = self.get(("resources", "gpu_memory"))
         gib = None
         if memory is not None:
@@ -452,15 +444,7 @@ class _Validator:
         raise self.fail(("base",), f"unknown base {family!r}", hint)
 
     def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:
-        match = re.fullmatch(_IMAGE_REF, text)
-        if not match:
-            raise self.fail(path, f"malformed image reference {text!r}", "write e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04")
-        has_tag = bool(match.group("tag") or match.group("digest"))
-        if tag and not has_tag:
-            raise self.fail(path, f"image {text!r} has no tag", "name the tag, e.g. IMAGE:TAG, so builds repeat")
-        if not tag and has_tag:
-            raise self.fail(path, f"repository {text!r} must not carry a tag", "envbuild chooses the tag")
-        return text
+        return fields.image_ref(text, self.raw.where(path) or "spec", tag=tag)
 
     def image_repository(self) -> str | None:
         path = ("image", "repository")

@@ -2,7 +2,10 @@
 
 Each module `envbuild/targets/<kind>.py` defines
     KIND            the name used in fleet files and `envbuild export KIND`
-    KEYS            {scheduler key: (type, description)}; REQUIRED: the keys a target must give
+    KEYS            {scheduler key: (check, description)}; REQUIRED: the keys a target must give.
+                    `check(value, where)` is the field's validator (envbuild.fields): it
+                    returns the canonical value, or raises the one-line UserError
+    check(config, where)  optional: rules across keys, after each key's own
     SUFFIX          the file name ending of its job definition (".yaml", ".sh", ".py", ".json")
     render(job)     -> the job definition text for a `Job`
 and, for kinds that `envbuild verify --fleet` can submit to,
@@ -30,23 +33,27 @@ def module(kind: str, where: str = "kind") -> ModuleType:
 
 
 def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) -> dict[str, Any]:
-    """A target's `scheduler:` mapping, checked against its kind's KEYS."""
+    """A target's `scheduler:` mapping, each key checked by its kind's validator; the
+    canonical values (a Slurm time in seconds, memory in MiB, a MIG profile in NVIDIA's
+    spelling). Numbers and booleans arrive as written in the file (`time: 30:00` is
+    "30:00", not YAML's sexagesimal 1800)."""
     kind = config.get("kind")
     if not isinstance(kind, str):
         raise UserError("scheduler has no kind", where=where(None), hint=f"add `kind:` one of {', '.join(KINDS)}")
-    mod = module(kind, where(("kind")))
+    mod = module(kind, where("kind"))
+    checked: dict[str, Any] = {"kind": kind}
     for key, value in config.items():
         if key == "kind":
             continue
         if key not in mod.KEYS:
             known = ", ".join(mod.KEYS) or "none"
-            raise UserError(f"unknown key {key!r} for a {kind} scheduler", where=where(key), hint=f"known keys: {known}")
-        expected, _ = mod.KEYS[key]
-        if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:
-            names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-            raise UserError(f"scheduler.{key} must be {names.replace('str', 'a string').replace('dict', 'a mapping').replace('list', 'a list')}",
-                            where=where(key))
+            raise UserError(f"unknown key {str(key)[:60]!r} for a {kind} scheduler", where=where(key), hint=f"known keys: {known}")
+        check, _ = mod.KEYS[key]
+        checked[key] = check(value, where(key))
     missing = [k for k in getattr(mod, "REQUIRED", ()) if k not in config]
     if missing:
         raise UserError(f"a {kind} scheduler needs {missing[0]!r}", where=where(None), hint=mod.KEYS[missing[0]][1])
-    return dict(config)
+    if hasattr(mod, "check"):
+        mod.check(checked, where)
+    return checked
+

@@ -1,18 +1,28 @@
 """Coiled: a software environment made from the image, and a GPU cluster on instance
-types that carry the target's GPU (matrices/cloud_instances.yaml)."""
+types that carry the target's GPU (matrices/cloud_instances.yaml).
+
+Every value is written as a Python literal (repr of a checked str, int or list of str)."""
 from __future__ import annotations
 
+from functools import partial
+
+from envbuild import fields
 from envbuild.errors import UserError
 from envbuild.targets.job import Job
 
 KIND = "coiled"
 SUFFIX = ".py"
+MAX_WORKERS = 1000
 KEYS = {
-    "region": (str, "cloud region, e.g. us-east-1"),
-    "workers": (int, "number of GPU workers (default 1)"),
-    "workspace": (str, "Coiled workspace"),
+    "region": (partial(fields.cloud_region, what="scheduler.region"), "cloud region, e.g. us-east-1"),
+    "workers": (partial(fields.count, what="scheduler.workers", maximum=MAX_WORKERS), "number of GPU workers (default 1)"),
+    "workspace": (partial(fields.plain_name, what="scheduler.workspace"), "Coiled workspace"),
 }
 REQUIRED: tuple[str, ...] = ()
+
+
+def _call(**kwargs) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
 
 
 def render(job: Job) -> str:
@@ -21,32 +31,32 @@ def render(job: Job) -> str:
     if job.target and not types:
         raise UserError(f"no cloud instance type carries {job.target.gpu} with {job.gpus} GPU(s)",
                         where=job.target.where, hint="matrices/cloud_instances.yaml lists T4, A10G, L4, V100, A100 and H100 instances")
-    cluster = [f"name={job.name!r}", f"software={job.name!r}", f"n_workers={cfg.get('workers', 1)}"]
+    cluster = {"name": job.name, "software": job.name, "n_workers": int(cfg.get("workers", 1))}
     if types:
-        cluster.append(f"worker_vm_types={types[:3]!r}")
+        cluster["worker_vm_types"] = list(types[:3])
     else:
-        cluster.append("worker_gpu=" + str(job.gpus))
+        cluster["worker_gpu"] = int(job.gpus)
+    environment = {"name": job.name, "container": job.image}
     for key in ("region", "workspace"):
         if cfg.get(key):
-            cluster.append(f"{key}={cfg[key]!r}")
-    env_args = [f"name={job.name!r}", f"container={job.image!r}"]
+            cluster[key] = cfg[key]
     if cfg.get("workspace"):
-        env_args.append(f"workspace={cfg['workspace']!r}")
-    steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
-    return f'''"""{job.name}: {job.image} on Coiled GPU workers (written by envbuild export coiled)."""
+        environment["workspace"] = cfg["workspace"]
+    doc = f"{job.name}: {job.image} on Coiled GPU workers (written by envbuild export coiled)."
+    return f'''{doc!r}
 import subprocess
 
 import coiled
 
 
 def run_on_worker():
-    for argv in {steps!r}:
+    for argv in {job.steps()!r}:
         subprocess.run(argv, check=True)
 
 
 if __name__ == "__main__":
-    coiled.create_software_environment({", ".join(env_args)})
-    cluster = coiled.Cluster({", ".join(cluster)})
+    coiled.create_software_environment({_call(**environment)})
+    cluster = coiled.Cluster({_call(**cluster)})
     client = cluster.get_client()
     client.run(run_on_worker)
 '''

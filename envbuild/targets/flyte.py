@@ -1,45 +1,63 @@
 """Flyte: a task that runs in the image with GPUs requested and, when the GPU has a
-flytekit accelerator constant, pinned to that accelerator (MIG slices by partition)."""
+flytekit accelerator constant, pinned to that accelerator (an A100 MIG slice by
+`A100.partitioned("<profile>")`, flytekit's own way to name a partition).
+
+Every value is written as a Python literal (repr of a checked str or int); the task's
+function name is the job name with `-` as `_`, checked to be a Python name."""
 from __future__ import annotations
 
+from functools import partial
+
+from envbuild import fields
+from envbuild.errors import UserError
 from envbuild.targets.job import Job
 
 KIND = "flyte"
 SUFFIX = ".py"
 KEYS = {
-    "project": (str, "Flyte project"),
-    "domain": (str, "Flyte domain"),
+    "project": (partial(fields.plain_name, what="scheduler.project"), "Flyte project"),
+    "domain": (partial(fields.plain_name, what="scheduler.domain"), "Flyte domain"),
 }
 REQUIRED: tuple[str, ...] = ()
 # GPU matrix name -> flytekit.extras.accelerators constant (flytekit's own names)
 ACCELERATORS = {
-    "NVIDIA T4": "T4", "NVIDIA V100": "V100", "NVIDIA A10G (AWS g5)": "A10G", "NVIDIA L4": "L4",
-    "NVIDIA A100": "A100", "NVIDIA H100": "H100", "NVIDIA A10": "A10", "NVIDIA H200": "H200",
+    "NVIDIA T4": "T4", "NVIDIA V100": "V100", "NVIDIA A10G (AWS g5)": "A10G", "NVIDIA L4": "L4", "NVIDIA L40S": "L40S",
+    "NVIDIA A100": "A100", "NVIDIA H100": "H100", "NVIDIA H200": "H200",
 }
+MIG_CAPABLE = ("A100", "A100_80GB")  # flytekit's accelerators with partitions (MultiInstanceGPUAccelerator)
+# the names the module imports or defines besides the task
+MODULE_NAMES = ("subprocess", "Resources", "task", *ACCELERATORS.values(), "A100_80GB")
 
 
-def accelerator(job: Job) -> str | None:
+def accelerator(job: Job) -> tuple[str, str | None] | None:
+    """(flytekit constant, MIG partition or None), or None when flytekit has no constant."""
     row = job.gpu_row()
     name = ACCELERATORS.get(row.name) if row else None
-    if name == "A100" and job.target and job.target.gpu_memory_gib and job.target.gpu_memory_gib >= 70 and not job.target.mig:
+    target = job.target
+    if name == "A100" and target and target.gpu_memory_gib and target.gpu_memory_gib >= 70 and not target.mig:
         name = "A100_80GB"
-    if name and job.target and job.target.mig:
-        parent = "A100_80GB" if job.target.gpu_memory_gib and "80" in str(job.target.gpu) else name
-        name = f"{parent}.partition_{job.target.mig.replace('.', '_')}"
-    return name
+    if name and target and target.mig:
+        parent = "A100_80GB" if name == "A100" and target.gpu_memory_gib and "80" in str(target.gpu) else name
+        if parent not in MIG_CAPABLE:
+            raise UserError(f"flytekit names MIG partitions only of the A100; {target.describe_gpu()} has none",
+                            where=target.where, hint="export this target for k8s, or use a target without mig")
+        return parent, target.mig
+    return (name, None) if name else None
 
 
 def render(job: Job) -> str:
     acc = accelerator(job)
+    func = fields.python_identifier(job.name.replace("-", "_"), "--name", "the task name", taken=MODULE_NAMES)
     imports = "from flytekit import Resources, task"
-    args = [f"container_image={job.image!r}", f"requests=Resources(gpu={str(job.gpus)!r}, mem={str(job.memory_gib) + 'Gi'!r})",
+    memory = fields.memory_text(job.memory_mib, binary_suffix=True)
+    args = [f"container_image={job.image!r}", f"requests=Resources(gpu={str(job.gpus)!r}, mem={memory!r})",
             f"limits=Resources(gpu={str(job.gpus)!r})"]
     if acc:
-        imports += f"\nfrom flytekit.extras.accelerators import {acc.split('.')[0]}"
-        args.append(f"accelerator={acc}")
-    steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
-    func = job.name.replace("-", "_")
-    return f'''"""{job.name}: {job.image} as a Flyte task (written by envbuild export flyte)."""
+        constant, partition = acc
+        imports += f"\nfrom flytekit.extras.accelerators import {constant}"
+        args.append(f"accelerator={constant}.partitioned({partition!r})" if partition else f"accelerator={constant}")
+    doc = f"{job.name}: {job.image} as a Flyte task (written by envbuild export flyte)."
+    return f'''{doc!r}
 import subprocess
 
 {imports}
@@ -48,7 +66,7 @@ import subprocess
 @task({", ".join(args)})
 def {func}() -> str:
     out = []
-    for argv in {steps!r}:
+    for argv in {job.steps()!r}:
         out.append(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
     return "".join(out)
 '''

@@ -13,14 +13,17 @@ IMAGE_PROBE = "/opt/envbuild/probe.py"  # every envbuild image carries the probe
 
 @dataclass(frozen=True)
 class Job:
-    name: str  # lowercase letters, digits and -: valid as a k8s, Slurm, Batch and Flyte name
-    image: str
+    """Every value here was checked at the door (envbuild.fields); each renderer writes
+    them by its format's own rules (quoted words, literals, dumped YAML and JSON)."""
+
+    name: str  # a DNS-1123 label: valid as a k8s, Slurm, Batch and Flyte name
+    image: str  # by Docker's reference grammar
     target: Target | None = None
     gpus: int = 1
-    command: tuple[str, ...] = ()  # the workload; empty = the probe alone
+    command: tuple[str, ...] = ()  # the workload's argv; empty = the probe alone
     verify_first: bool = True  # run the probe before the workload (k8s init container, a step elsewhere)
-    time: str = "01:00:00"
-    memory_gib: int = 16  # host memory
+    time_limit_s: int = 3600
+    memory_mib: int = 16 * 1024  # host memory
     static_probe: bool = False  # only the probe's checks that need no GPU
     probe_path: str = IMAGE_PROBE
     extra: dict[str, Any] = field(default_factory=dict)  # runner details (output paths)
@@ -52,12 +55,9 @@ class Job:
         row = self.gpu_row()
         return row.compute_capability if row else self.target.gpu
 
-    def time_seconds(self) -> int:
-        parts = [int(p) for p in self.time.replace("-", ":").split(":")]
-        seconds = 0
-        for p in parts:
-            seconds = seconds * 60 + p
-        return seconds if len(parts) == 3 else seconds * 60 if len(parts) == 2 else seconds
+    def steps(self) -> list[list[str]]:
+        """The argv of each step: the probe first (when there is a workload), then the workload."""
+        return ([self.probe_command()] if self.verify_first and self.command else []) + [self.main_command()]
 
     def instance_types(self) -> list[str]:
         """Cloud instance types that carry this target's GPU with at least `gpus` of them."""

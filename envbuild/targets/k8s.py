@@ -8,15 +8,19 @@ container, so a pod whose image does not work on the node fails before the workl
 """
 from __future__ import annotations
 
+from functools import partial
+
+from envbuild import fields
 from envbuild.targets.job import Job
 
 KIND = "k8s"
 SUFFIX = ".yaml"
 KEYS = {
-    "namespace": (str, "the namespace the Job is created in"),
-    "node_selector": (dict, "extra node labels, e.g. {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}"),
-    "tolerations": (list, "extra tolerations, as in a pod spec"),
-    "context": (str, "kube context `envbuild verify --fleet` submits with (default: the current one)"),
+    "namespace": (partial(fields.dns_label, what="scheduler.namespace"), "the namespace the Job is created in"),
+    "node_selector": (fields.node_selector, "extra node labels, e.g. {nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}"),
+    "tolerations": (fields.tolerations, "extra tolerations, as in a pod spec"),
+    "context": (partial(fields.text, what="scheduler.context"),
+                "kube context `envbuild verify --fleet` submits with (default: the current one)"),
 }
 REQUIRED: tuple[str, ...] = ()
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -26,7 +30,7 @@ def manifest(job: Job) -> dict:
     cfg = job.scheduler
     target = job.target
     resource = f"nvidia.com/mig-{target.mig}" if target and target.mig else "nvidia.com/gpu"
-    limits = {resource: str(job.gpus), "memory": f"{job.memory_gib}Gi"}  # quantities are strings in the API
+    limits = {resource: str(job.gpus), "memory": fields.memory_text(job.memory_mib, binary_suffix=True)}  # quantities are strings
     selector: dict[str, str] = {}
     cc = job.compute_capability()
     if cc:
@@ -34,13 +38,13 @@ def manifest(job: Job) -> dict:
         selector.update({"nvidia.com/gpu.compute.major": major, "nvidia.com/gpu.compute.minor": minor})
     if target and target.mig:
         selector["nvidia.com/mig.strategy"] = "mixed"
-    selector.update({str(k): str(v) for k, v in (cfg.get("node_selector") or {}).items()})
+    selector.update(cfg.get("node_selector") or {})
     pod: dict = {"restartPolicy": "Never", "tolerations": [GPU_TAINT] + list(cfg.get("tolerations") or [])}
     if selector:
         pod["nodeSelector"] = selector
     container = {"name": "main", "image": job.image, "command": job.main_command(),
                  "resources": {"limits": limits}}
-    if job.verify_first and job.command:
+    if len(job.steps()) > 1:
         pod["initContainers"] = [{"name": "envbuild-verify", "image": job.image, "command": job.probe_command(),
                                   "resources": {"limits": dict(limits)}}]
     pod["containers"] = [container]
@@ -48,7 +52,7 @@ def manifest(job: Job) -> dict:
     if cfg.get("namespace"):
         metadata["namespace"] = cfg["namespace"]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": job.time_seconds(),
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": job.time_limit_s,
                      "template": {"metadata": {"labels": {"app.kubernetes.io/managed-by": "envbuild"}}, "spec": pod}}}
 
 

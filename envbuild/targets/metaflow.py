@@ -1,48 +1,57 @@
 """Metaflow: a flow module whose step runs in the image on a GPU, through `@batch` or
 `@kubernetes` (`scheduler.compute`), with `@resources` stating the same needs so that a
-`--with` override elsewhere keeps them."""
+`--with` override elsewhere keeps them.
+
+Every value is written as a Python literal (repr of a checked str or int); the only names
+the module defines are the flow class, made of the job name, and its steps."""
 from __future__ import annotations
 
+from functools import partial
+
+from envbuild import fields
 from envbuild.targets.job import Job
 
 KIND = "metaflow"
 SUFFIX = ".py"
+COMPUTE = ("batch", "kubernetes")
 KEYS = {
-    "compute": (str, "batch (default) or kubernetes"),
-    "queue": (str, "AWS Batch job queue (compute: batch)"),
-    "namespace": (str, "Kubernetes namespace (compute: kubernetes)"),
+    "compute": (partial(fields.choice, what="metaflow compute", choices=COMPUTE), "batch (default) or kubernetes"),
+    "queue": (partial(fields.batch_queue, what="scheduler.queue"), "AWS Batch job queue (compute: batch)"),
+    "namespace": (partial(fields.dns_label, what="scheduler.namespace"), "Kubernetes namespace (compute: kubernetes)"),
 }
 REQUIRED: tuple[str, ...] = ()
+# the names the module imports or defines besides the flow class
+MODULE_NAMES = ("subprocess", "FlowSpec", "resources", "step", *COMPUTE)
 
 
-def flow_class(job: Job) -> str:
-    return "".join(part.capitalize() for part in job.name.split("-")) + "Flow"
+def flow_class(job: Job, where: str = "--name") -> str:
+    name = "".join(part.capitalize() for part in job.name.split("-")) + "Flow"
+    return fields.python_identifier(name, where, "the flow class", taken=MODULE_NAMES)
 
 
 def render(job: Job) -> str:
     cfg = job.scheduler
     compute = cfg.get("compute", "batch")
-    if compute not in ("batch", "kubernetes"):
-        from envbuild.errors import UserError
-
-        raise UserError(f"unknown metaflow compute {compute!r}", where=job.target.where if job.target else "compute",
-                        hint="batch or kubernetes")
-    args = [f"image={job.image!r}", f"gpu={job.gpus}", f"memory={job.memory_gib * 1024}"]
+    if compute not in COMPUTE:
+        raise ValueError(f"unchecked metaflow compute {compute!r}")
+    flow = flow_class(job)
+    memory = int(job.memory_mib)  # Metaflow counts memory in MB
+    args = [f"image={job.image!r}", f"gpu={int(job.gpus)!r}", f"memory={memory!r}"]
     if compute == "batch" and cfg.get("queue"):
         args.append(f"queue={cfg['queue']!r}")
     if compute == "kubernetes" and cfg.get("namespace"):
         args.append(f"namespace={cfg['namespace']!r}")
-    steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
-    runs = "\n".join(f"        subprocess.run({argv!r}, check=True)" for argv in steps)
-    return f'''"""Run {job.name} in {job.image} on a GPU (written by envbuild export metaflow)."""
+    runs = "\n".join(f"        subprocess.run({argv!r}, check=True)" for argv in job.steps())
+    doc = f"Run {job.name} in {job.image} on a GPU (written by envbuild export metaflow)."
+    return f'''{doc!r}
 import subprocess
 
 from metaflow import FlowSpec, {compute}, resources, step
 
 
-class {flow_class(job)}(FlowSpec):
+class {flow}(FlowSpec):
     @{compute}({", ".join(args)})
-    @resources(gpu={job.gpus}, memory={job.memory_gib * 1024})
+    @resources(gpu={int(job.gpus)!r}, memory={memory!r})
     @step
     def start(self):
 {runs}
@@ -54,5 +63,5 @@ class {flow_class(job)}(FlowSpec):
 
 
 if __name__ == "__main__":
-    {flow_class(job)}()
+    {flow}()
 '''

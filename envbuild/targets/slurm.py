@@ -15,11 +15,14 @@ with CDI, Podman 4.1+), or `--gpus device=<ids>` for Docker's legacy NVIDIA runt
 from __future__ import annotations
 
 import re
+import shlex
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envbuild.errors import EnvironmentProblem
+from envbuild import fields
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.targets.job import IMAGE_PROBE, Job
 
 if TYPE_CHECKING:
@@ -27,20 +30,33 @@ if TYPE_CHECKING:
 
 KIND = "slurm"
 SUFFIX = ".sh"
-KEYS = {
-    "partition": (str, "the partition, e.g. gpu"),
-    "gres_type": (str, "the GPU type in gres.conf, e.g. v100 (gives --gres=gpu:v100:N)"),
-    "account": (str, "the account to charge"),
-    "qos": (str, "the quality of service"),
-    "runtime": (str, "apptainer (default), pyxis, docker, podman or host"),
-    "devices": (str, "how docker asks for the job's GPUs: cdi (default, --device nvidia.com/gpu=<id>) or gpus (--gpus)"),
-    "time": (str, "time limit, e.g. 01:00:00"),
-    "mem": (str, "memory per job as sbatch takes it, e.g. 16G (default: 16G)"),
-}
-REQUIRED = ("partition",)
 RUNTIMES = ("apptainer", "pyxis", "docker", "podman", "host")
 DEVICES = ("cdi", "gpus")
+DEVICES_HINT = "cdi (docker or podman) or gpus (docker's --gpus only)"
+KEYS = {
+    "partition": (partial(fields.slurm_partitions, what="scheduler.partition"), "the partition, e.g. gpu"),
+    "gres_type": (partial(fields.gres_type, what="scheduler.gres_type"),
+                  "the GPU type in gres.conf, e.g. v100 (gives --gres=gpu:v100:N)"),
+    "account": (partial(fields.slurm_name, what="scheduler.account"), "the account to charge"),
+    "qos": (partial(fields.slurm_name, what="scheduler.qos"), "the quality of service"),
+    "runtime": (partial(fields.choice, what="Slurm runtime", choices=RUNTIMES), "apptainer (default), pyxis, docker, podman or host"),
+    "devices": (partial(fields.choice, what="scheduler.devices", choices=DEVICES, hint=DEVICES_HINT),
+                "how docker asks for the job's GPUs: cdi (default, --device nvidia.com/gpu=<id>) or gpus (--gpus)"),
+    "time": (partial(fields.slurm_time, what="scheduler.time"), "time limit as sbatch takes it, e.g. 01:00:00, 90 (minutes) or 1-00:00:00"),
+    "mem": (partial(fields.memory_mib, what="scheduler.mem", bare_unit="M"),
+            "memory per job as sbatch takes it, e.g. 16G (default: 16G; a bare number is MB, as for sbatch)"),
+}
+REQUIRED = ("partition",)
 FINISHED = {"ENDED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+# What an #SBATCH value may hold: sbatch reads these lines itself, so no quoting applies;
+# every value was checked by its field's grammar, this is the last guard.
+_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.,:+-]+")
+
+
+def check(config: dict, where) -> None:
+    if config.get("devices") == "gpus" and config.get("runtime", "apptainer") != "docker":
+        raise UserError(f"scheduler.devices 'gpus' does not apply to runtime {config.get('runtime', 'apptainer')}",
+                        where=where("devices"), hint=DEVICES_HINT)
 
 
 def gres(job: Job) -> str:
@@ -49,30 +65,27 @@ def gres(job: Job) -> str:
     return f"gpu:{gtype}:{job.gpus}" if gtype else f"gpu:{job.gpus}"
 
 
+def _directive(option: str, value: str) -> str:
+    if not _DIRECTIVE_VALUE.fullmatch(value):
+        raise ValueError(f"unchecked value for #SBATCH --{option}: {value!r}")
+    return f"#SBATCH --{option}={value}"
+
+
 def render(job: Job) -> str:
+    """The sbatch script: #SBATCH lines of checked tokens, then fixed lines whose only
+    variable parts are words quoted for bash (shlex.quote); no value starts a line."""
     cfg = job.scheduler
     runtime = cfg.get("runtime", "apptainer")
-    if runtime not in RUNTIMES:
-        from envbuild.errors import UserError
-
-        raise UserError(f"unknown Slurm runtime {runtime!r}", where=job.target.where if job.target else "runtime",
-                        hint=f"one of: {', '.join(RUNTIMES)}")
     devices = cfg.get("devices", "cdi")
-    if devices not in DEVICES or devices == "gpus" and runtime != "docker":
-        from envbuild.errors import UserError
-
-        raise UserError(f"scheduler.devices {devices!r} does not apply to runtime {runtime}"
-                        if devices in DEVICES else f"unknown scheduler.devices {devices!r}",
-                        where=job.target.where if job.target else "devices",
-                        hint="cdi (docker or podman) or gpus (docker's --gpus only)")
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job.name}"]
+    if runtime not in RUNTIMES or devices not in DEVICES:
+        raise ValueError(f"unchecked Slurm runtime {runtime!r} or devices {devices!r}")
+    lines = ["#!/bin/bash", _directive("job-name", job.name)]
     for key in ("partition", "account", "qos"):
         if cfg.get(key):
-            lines.append(f"#SBATCH --{key}={cfg[key]}")
-    lines += [f"#SBATCH --gres={gres(job)}", f"#SBATCH --time={cfg.get('time') or job.time}",
-              f"#SBATCH --mem={cfg.get('mem') or str(job.memory_gib) + 'G'}", "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
-    if job.extra.get("output"):
-        lines.append(f"#SBATCH --output={job.extra['output']}")
+            lines.append(_directive(key, cfg[key]))
+    lines += [_directive("gres", gres(job)), _directive("time", fields.slurm_time_text(cfg.get("time") or job.time_limit_s)),
+              _directive("mem", fields.memory_text(cfg.get("mem") or job.memory_mib, binary_suffix=False)),
+              "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
     if runtime == "host" and job.probe_path == IMAGE_PROBE:
         # no container on the node: this envbuild's probe, run by the node's own Python
         from dataclasses import replace
@@ -80,25 +93,25 @@ def render(job: Job) -> str:
         from envbuild import probe
 
         job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
-    lines += ["set -euo pipefail", f"IMAGE={job.shell([job.image])}",
+    lines += ["set -euo pipefail", f"IMAGE={shlex.quote(job.image)}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
     if runtime in ("docker", "podman"):
         lines += _device_lines(devices)
-    steps = ([job.probe_command()] if job.verify_first and job.command else []) + [job.main_command()]
-    for argv in steps:
-        lines.append(_wrap(runtime, job, argv))
+    if runtime == "host":
+        lines.append("# runtime: host (no container; the probe checks this node's Python)")
+    for argv in job.steps():
+        lines.append(_wrap(runtime, job.shell(argv)))
     return "\n".join(lines) + "\n"
 
 
-def _wrap(runtime: str, job: Job, argv: list[str]) -> str:
-    command = job.shell(argv)
+def _wrap(runtime: str, command: str) -> str:
     if runtime == "apptainer":
         return f'apptainer exec --nv "docker://$IMAGE" {command}'
     if runtime == "pyxis":
         return f'srun --container-image="$IMAGE" {command}'
     if runtime in ("docker", "podman"):
         return f'{runtime} run --rm "${{GPUS[@]}}" "$IMAGE" {command}'
-    return f"# runtime: host (no container; the probe checks this node's Python)\n{command}"
+    return command
 
 
 def _device_lines(devices: str) -> list[str]:
@@ -131,10 +144,10 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
     outputs = {}
     for job in jobs:
         out = workdir / f"{job.name}.out"
-        job = Job(**{**job.__dict__, "extra": {**job.extra, "output": str(out)}})
         script = workdir / f"{job.name}.sh"
         atomic.write_text(script, render(job))
-        done = _run(["sbatch", "--parsable", str(script)])
+        # the output path is an argument of sbatch, never a line of the script: --workdir may hold anything
+        done = _run(["sbatch", "--parsable", f"--output={_output_pattern(out)}", str(script)])
         if done.returncode != 0:
             message = (done.stderr or done.stdout).strip().splitlines()
             raise EnvironmentProblem(f"sbatch refused the job for {job.target.name if job.target else job.name}: "
@@ -164,6 +177,13 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
         results[name] = {"scheduler_job": jid, "state": states[name], "probe": report_from_output(text),
                          "output": str(outputs[name]), "tail": text[-2000:] if states[name] != "COMPLETED" else ""}
     return results
+
+
+def _output_pattern(path: Path) -> str:
+    """`path` as sbatch's --output takes it: `%` starts a pattern there (%j, %x), `%%` is a
+    `%`; a backslash anywhere turns the patterns off."""
+    text = str(path.resolve())
+    return text if "\\" in text else text.replace("%", "%%")
 
 
 def _state(job_id: str) -> str:
