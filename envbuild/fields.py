@@ -45,6 +45,13 @@ def kind_of(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def shown(value: Any) -> str:
+    """A value as a message shows it: short scalars as written, anything else by its kind."""
+    if isinstance(value, (str, int, float)) and len(repr(value)) <= 40:
+        return repr(value)
+    return kind_of(value)
+
+
 def text(value: Any, where: str, what: str, *, limit: int = MAX_TEXT) -> str:
     """One line of printable text, at most `limit` characters, not blank."""
     if not isinstance(value, str):
@@ -80,8 +87,7 @@ def count(value: Any, where: str, what: str, *, maximum: int) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        shown = repr(value) if isinstance(value, (int, float, str)) and len(repr(value)) <= 40 else kind_of(value)
-        raise UserError(f"{what} must be a whole number from 1 to {maximum}, not {shown}", where=where)
+        raise UserError(f"{what} must be a whole number from 1 to {maximum}, not {shown(value)}", where=where)
     return value
 
 
@@ -304,7 +310,7 @@ def tolerations(value: Any, where: str) -> list[dict[str, Any]]:
     for i, item in enumerate(value):
         what = f"tolerations[{i}]"
         if not isinstance(item, dict):
-            raise UserError(f"{what} must be a mapping, not {kind_of(item)}", where=where,
+            raise UserError(f"{what} must be a mapping, not {shown(item)}", where=where,
                             hint=f"keys: {', '.join(TOLERATION_KEYS)}")
         unknown = [k for k in item if k not in TOLERATION_KEYS]
         if unknown:
