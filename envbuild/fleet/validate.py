@@ -65,7 +65,7 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
     gpu = body.get("gpu")
     if gpu is None:
         raise UserError(f"target {name!r} names no gpu", where=where(path), hint="add e.g. `gpu: A100-80GB` or `gpu: 8.0`")
-    gpu = fields.text(str(raw.text(path + ("gpu",), gpu)), where(path + ("gpu",)), "gpu", limit=80).strip()
+    gpu = fields.text(_as_written(raw, path + ("gpu",), gpu), where(path + ("gpu",)), "gpu", limit=80).strip()
     row = find_gpu(m, gpu)
     if row is None and not is_compute_capability(gpu):
         from envbuild.matrix.gpu_match import spec_gpu_check
@@ -79,7 +79,7 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
                          maximum=fields.MAX_GPUS)
     driver = body.get("driver")
     if driver is not None:
-        driver = _text(raw, path + ("driver",), driver)
+        driver = fields.text(_as_written(raw, path + ("driver",), driver), where(path + ("driver",)), "driver", limit=40)
         if not _DRIVER.fullmatch(driver):
             raise UserError(f"malformed driver version {driver!r}", where=where(path + ("driver",)),
                             hint="write it as nvidia-smi prints it, e.g. 535.104.05")
