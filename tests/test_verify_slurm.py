@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import _need
 
@@ -225,3 +227,61 @@ def test_jobs_still_running_at_the_timeout_are_cancelled(tmp_path, slurm_env):
     state = subprocess.run(["scontrol", "show", "job", "-o", target["scheduler_job"]], env=slurm_env,
                            capture_output=True, text=True).stdout
     assert "JobState=CANCELLED" in state  # not left queued or running
+
+
+# --- hostile values never reach Slurm; what envbuild writes, Slurm reads as meant ----------------
+@pytest.mark.parametrize("key, value", [
+    ("partition", "gpu\nsleep 600"), ("account", "ml\ntouch /tmp/envbuild-pwned"), ("qos", "normal;id"),
+    ("mem", "200M\nid"), ("time", "00:05:00\n#SBATCH --wrap=id"), ("gres_type", "v100\r\nid"),
+])
+def test_a_hostile_fleet_value_is_refused_before_anything_is_submitted(tmp_path, slurm_env, key, value):
+    name = f"h{uuid.uuid4().hex[:8]}"
+    scheduler = {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "runtime": "host", key: value}
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"targets": {name: {"gpu": "V100", "scheduler": scheduler}}}))
+    done = _cli(slurm_env, "verify", "img:1", "--fleet", str(fleet), "--static", "--workdir", str(tmp_path / "work"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envbuild: error: ") and f"scheduler.{key}" in lines[0], lines
+    assert not (tmp_path / "work").exists()
+    queued = subprocess.run(["squeue", "-h", "-t", "all", "-n", f"envbuild-verify-{name}"], env=slurm_env,
+                            capture_output=True, text=True, timeout=60)
+    assert queued.returncode == 0 and queued.stdout.strip() == ""  # Slurm never saw a job
+
+
+def test_shell_syntax_in_a_workload_reaches_the_job_as_words(tmp_path, slurm_env):
+    """The workload's arguments, run by bash under Slurm, arrive exactly as written."""
+    words = ["$(id)", "a;b", "it's", "`id`", '"""', "x && touch pwned", "$HOME"]
+    script = tmp_path / "job.sh"
+    done = _cli(slurm_env, "export", "slurm", "--image", "img:1", "--fleet", _fleet(tmp_path), "--target", "v100",
+                "--static", "--command", shlex.join(["printf", "<%s>\\n", *words]), "-o", str(script))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "job.out"
+    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", f"--chdir={tmp_path}", str(script)],
+                            env=slurm_env, capture_output=True, text=True, timeout=200)
+    assert submit.returncode == 0, submit.stderr + out.read_text()
+    printed = [line for line in out.read_text().splitlines() if line.startswith("<")]
+    assert printed == [f"<{w}>" for w in words]
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("written, limit", [("90", "01:30:00"), ("30:00", "00:30:00"), ("1-00:00:00", "1-00:00:00"),
+                                            ("1-12", "1-12:00:00")])
+def test_slurm_reads_the_time_limit_envbuild_writes_as_the_fleet_meant_it(tmp_path, slurm_env, written, limit):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  a:\n    gpu: V100\n"
+                     f"    scheduler: {{kind: slurm, partition: gpu, gres_type: v100, runtime: host, mem: 200, time: {written}}}\n")
+    script = tmp_path / "job.sh"
+    done = _cli(slurm_env, "export", "slurm", "--image", "img:1", "--fleet", str(fleet), "--static", "-o", str(script))
+    assert done.returncode == 0, done.stderr
+    held = subprocess.run(["sbatch", "--parsable", "--hold", f"--output={tmp_path / 'job.out'}", str(script)],
+                          env=slurm_env, capture_output=True, text=True, timeout=60)
+    assert held.returncode == 0, held.stderr
+    job = held.stdout.strip().split(";")[0]
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=slurm_env, capture_output=True, text=True,
+                               timeout=60).stdout
+    finally:
+        subprocess.run(["scancel", job], env=slurm_env, capture_output=True, timeout=60)
+    assert f"TimeLimit={limit} " in shown
+    assert "MinMemoryNode=200M " in shown  # a bare number is MB, as sbatch reads it
