@@ -146,3 +146,78 @@ def test_export_bad_input_is_one_line_exit_2(args, message):
     done = subprocess.run([sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(message), done.stderr
+
+
+def _batch_report(params):
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    op = botocore.session.get_session().get_service_model("batch").operation_model("RegisterJobDefinition")
+    return ParamValidator().validate(params, op.input_shape)
+
+
+def test_batch_platform_eks_writes_eks_properties_botocore_accepts(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q, platform: EKS, vcpus: 8}\n")
+    _, out = _export(tmp_path, "batch", "--fleet", str(fleet), "--command", "python train.py", "--mem", "30G")
+    params = json.loads(out.read_text())
+    report = _batch_report(params)
+    assert not report.has_errors(), report.generate_report()
+    assert "platformCapabilities" not in params and "containerProperties" not in params  # EKS job definitions take neither
+    [container] = params["eksProperties"]["podProperties"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1", "cpu": "8", "memory": "30720Mi"}
+    assert container["command"][:2] == ["/bin/sh", "-c"] and container["image"] == IMAGE
+    # and the default, EC2, as before
+    fleet.write_text("targets:\n  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q}\n")
+    _, out = _export(tmp_path, "batch", "--fleet", str(fleet))
+    params = json.loads(out.read_text())
+    assert params["platformCapabilities"] == ["EC2"] and not _batch_report(params).has_errors()
+
+
+def test_batch_on_fargate_is_refused_it_has_no_gpus(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q, platform: FARGATE}\n")
+    done = subprocess.run([sys.executable, "-m", "envbuild", "export", "batch", "--image", IMAGE, "--fleet", str(fleet)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "fleet.yaml:4:" in done.stderr and "Fargate has no GPUs" in done.stderr
+
+
+@pytest.mark.parametrize("flag, seconds", [("1-00:00:00", 86400), ("30:00", 1800), ("90", 5400), ("2:00:00", 7200)])
+def test_time_limits_reach_kubernetes_and_batch_in_seconds(tmp_path, flag, seconds):
+    _, out = _export(tmp_path, "k8s", "--time", flag, "--mem", "512M")
+    job = yaml.safe_load(out.read_text())
+    assert job["spec"]["activeDeadlineSeconds"] == seconds
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "512Mi"
+    _, out = _export(tmp_path, "batch", "--time", flag, "--mem", "512M")
+    params = json.loads(out.read_text())
+    assert params["timeout"]["attemptDurationSeconds"] == seconds
+    assert {"type": "MEMORY", "value": "512"} in params["containerProperties"]["resourceRequirements"]
+
+
+@pytest.mark.parametrize("written", ["1G.10GB", "MIG 1g.10gb", "mig-1G.10gb"])
+def test_a_mig_profile_is_written_as_nvidia_spells_it(tmp_path, written):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(f"targets:\n  a:\n    gpu: A100-80GB\n    mig: {written}\n    scheduler: {{kind: k8s}}\n")
+    _, out = _export(tmp_path, "k8s", "--fleet", str(fleet))
+    limits = yaml.safe_load(out.read_text())["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.10gb"] == "1"
+    _, out = _export(tmp_path, "slurm", "--fleet", str(fleet))
+    assert "#SBATCH --gres=gpu:1g.10gb:1\n" in out.read_text()
+
+
+def test_flyte_refuses_a_mig_slice_flytekit_cannot_name(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("targets:\n  h:\n    gpu: H100\n    mig: 1g.10gb\n    scheduler: {kind: flyte}\n")
+    done = subprocess.run([sys.executable, "-m", "envbuild", "export", "flyte", "--image", IMAGE, "--fleet", str(fleet)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "flytekit names MIG partitions only of the A100" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["metaflow", "flyte", "coiled"])
+def test_an_image_that_would_be_code_never_reaches_a_module(tmp_path, kind):
+    done = subprocess.run([sys.executable, "-m", "envbuild", "export", kind, "--image",
+                           'x"""\nimport os; os.system("touch pwned")\n"""'], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("envbuild: error: --image: ") and not done.stdout
+    assert not (tmp_path / "pwned").exists()
