@@ -174,13 +174,18 @@ def test_batch_platform_eks_writes_eks_properties_botocore_accepts(tmp_path):
     assert params["platformCapabilities"] == ["EC2"] and not _batch_report(params).has_errors()
 
 
-def test_batch_on_fargate_is_refused_it_has_no_gpus(tmp_path):
+def _refused_line(tmp_path, kind: str, fleet_text: str) -> str:
     fleet = tmp_path / "fleet.yaml"
-    fleet.write_text("targets:\n  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q, platform: FARGATE}\n")
-    done = subprocess.run([sys.executable, "-m", "envbuild", "export", "batch", "--image", IMAGE, "--fleet", str(fleet)],
+    fleet.write_text(fleet_text)
+    done = subprocess.run([sys.executable, "-m", "envbuild", "export", kind, "--image", IMAGE, "--fleet", str(fleet)],
                           capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "fleet.yaml:4:" in done.stderr and "Fargate has no GPUs" in done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and not done.stdout
+    return done.stderr
+
+
+def test_batch_on_fargate_is_refused_it_has_no_gpus(tmp_path):
+    line = _refused_line(tmp_path, "batch", "targets:\n  g5:\n    gpu: A10G\n    scheduler: {kind: batch, job_queue: q, platform: FARGATE}\n")
+    assert "fleet.yaml:4:" in line and "Fargate has no GPUs" in line
 
 
 @pytest.mark.parametrize("flag, seconds", [("1-00:00:00", 86400), ("30:00", 1800), ("90", 5400), ("2:00:00", 7200)])
@@ -207,12 +212,8 @@ def test_a_mig_profile_is_written_as_nvidia_spells_it(tmp_path, written):
 
 
 def test_flyte_refuses_a_mig_slice_flytekit_cannot_name(tmp_path):
-    fleet = tmp_path / "fleet.yaml"
-    fleet.write_text("targets:\n  h:\n    gpu: H100\n    mig: 1g.10gb\n    scheduler: {kind: flyte}\n")
-    done = subprocess.run([sys.executable, "-m", "envbuild", "export", "flyte", "--image", IMAGE, "--fleet", str(fleet)],
-                          capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "flytekit names MIG partitions only of the A100" in done.stderr
+    line = _refused_line(tmp_path, "flyte", "targets:\n  h:\n    gpu: H100\n    mig: 1g.10gb\n    scheduler: {kind: flyte}\n")
+    assert "flytekit names MIG partitions only of the A100" in line
 
 
 @pytest.mark.parametrize("kind", ["metaflow", "flyte", "coiled"])

@@ -543,15 +543,4 @@ def _check_pip_requirement(text: str, fail: Callable[[str], UserError]) -> None:
         raise fail(f"malformed pip requirement {text!r}: {str(exc).splitlines()[0]}") from None
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "empty (null)"
-    return f"a {type(value).__name__}"
+_kind = fields.kind_of  # "a number", "a list", ... in messages
