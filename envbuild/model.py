@@ -46,6 +46,8 @@ class Spec:
     driver: str | None = None
     gpus: tuple[str, ...] = ()  # model names or compute capabilities, as written
     platform: str = "linux-64"
+    # every platform one lock covers, `platform` among them (target.platforms); () = `platform` alone
+    platforms: tuple[str, ...] = ()
     installer: str | None = None  # "conda" | "pip" | None (= choose)
     base: str = "auto"  # one of BASE_FAMILIES
     base_image: str | None = None  # explicit IMAGE:TAG, overrides `base`
@@ -91,7 +93,18 @@ class Spec:
         for key in ("gpu_count", "gpu_memory_gib"):  # unstated resources leave the hash as it was
             if data.get(key) is None:
                 data.pop(key, None)
+        if not data.get("platforms"):  # so does a spec of one platform
+            data.pop("platforms", None)
         return data
+
+    @property
+    def lock_platforms(self) -> tuple[str, ...]:
+        """The platforms a lock of this spec covers, in the order its files are named."""
+        return self.platforms or (self.platform,)
+
+    def for_platform(self, platform: str) -> "Spec":
+        """The same request for one of its lock's platforms (what that platform resolves)."""
+        return dataclasses.replace(self, platform=platform)
 
     def hash(self) -> str:
         return sha256_json(self.canonical())

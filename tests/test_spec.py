@@ -132,6 +132,16 @@ BAD = [
     pytest.param("frameworks: {tensorflow-cpu: null}\n", "CPU-only build", ":1:14", id="cpu-package"),
     pytest.param("frameworks: {pytorch: null}\ninstaller: mamba\n", "unknown installer 'mamba'", ":2:12", id="installer-enum"),
     pytest.param("frameworks: {pytorch: null}\ntarget: {platform: linux64}\n", "did you mean 'linux-64'", ":2:20", id="platform-enum"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {platforms: [linux-64, linux64]}\n", "unknown platform 'linux64' (did you mean 'linux-64'",
+                 ":2:32", id="platforms-enum"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {platforms: [linux-64, linux-64]}\n", "names a platform twice",
+                 ":2:21", id="platforms-twice"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {platforms: []}\n", "target.platforms is empty", ":2:21",
+                 id="platforms-empty"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {platforms: linux-64}\n", "must be a list", ":2:21",
+                 id="platforms-not-a-list"),
+    pytest.param("frameworks: {pytorch: null}\ntarget: {platform: win-64, platforms: [linux-64, linux-aarch64]}\n",
+                 "is not one of target.platforms", ":2:20", id="platform-outside-platforms"),
     pytest.param("frameworks: {pytorch: null}\nbase: pytroch\n", "did you mean 'pytorch'", ":2:7", id="base-enum"),
     pytest.param("frameworks: {pytorch: null}\nbase_image: nvidia/cuda\n", "has no tag", ":2:13", id="base-image-no-tag"),
     pytest.param("frameworks: {pytorch: null}\nenv: {A: [1, 2]}\n", "env.A must be a string", ":2:10", id="env-value-list"),
@@ -161,6 +171,32 @@ def test_bad_input_is_one_located_line(tmp_path, text, words, where):
     assert "\n" not in line
     assert words in line
     assert line.startswith(f"{path}{where}"), line
+
+
+def test_one_spec_names_the_platforms_of_its_lock(tmp_path):
+    from envbuild.cli import build_parser
+    from envbuild.commands._spec import spec_from_args
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("frameworks: {cupy: null}\ntarget: {platforms: [linux-64, linux-aarch64]}\n")
+    spec = load_spec(path)
+    assert (spec.platform, spec.platforms, spec.lock_platforms) == ("linux-64", ("linux-64", "linux-aarch64"),
+                                                                     ("linux-64", "linux-aarch64"))
+    one = spec_from_text("frameworks: {cupy: null}\ntarget: {platform: linux-64}\n")
+    assert (one.platforms, one.lock_platforms) == ((), ("linux-64",))
+    # one platform hashes as it always did; the platforms of a lock are part of its request
+    assert one.hash() == spec_from_text("frameworks: {cupy: null}\n").hash() != spec.hash()
+
+    def read(*argv):
+        return spec_from_args(build_parser().parse_args([*argv, str(path)]))
+
+    # --platform picks one of them (the lock still covers both), or replaces them
+    picked = read("resolve", "--platform", "linux-aarch64")
+    assert (picked.platform, picked.lock_platforms) == ("linux-aarch64", spec.platforms)
+    assert read("resolve", "--platform", "win-64").lock_platforms == ("win-64",)
+    # lock's repeated --platform names the lock's platforms
+    assert read("lock", "--platform", "linux-aarch64", "--platform", "linux-64").lock_platforms == (
+        "linux-aarch64", "linux-64")
 
 
 def test_empty_and_missing_files(tmp_path):

@@ -111,11 +111,11 @@ def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = N
         raw.set(("frameworks", name), constraint, where)
 
     for flag, path in (("cuda", ("cuda",)), ("cudnn", ("cudnn",)), ("python", ("python",)),
-                       ("installer", ("installer",)), ("driver", ("target", "driver")),
-                       ("platform", ("target", "platform"))):
+                       ("installer", ("installer",)), ("driver", ("target", "driver"))):
         value = getattr(args, flag, None)
         if value is not None:
             raw.set(path, value, f"--{flag}")
+    _overlay_platform(raw, getattr(args, "platform", None))
 
     if getattr(args, "host", False):
         _overlay_host(raw, args, host)
@@ -135,6 +135,26 @@ def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = N
             raw.data.pop("base", None)
     if getattr(args, "strict", None):
         raw.set(("strict",), True, "--strict")
+
+
+def _overlay_platform(raw: Any, value: "str | list[str] | None") -> None:
+    """--platform: one platform picks it (among the spec's target.platforms, which then stay
+    the lock's platforms, or instead of them); `lock`'s repeated --platform replaces both."""
+    names = [value] if isinstance(value, str) else list(value or ())
+    if not names:
+        return
+    target = raw.data.get("target")
+    listed = target.get("platforms") if isinstance(target, dict) else None
+    if len(names) > 1:
+        raw.set(("target", "platforms"), names, "--platform")
+        for i, name in enumerate(names):
+            raw.locations[("target", "platforms", i)] = f"--platform {name}"
+        target = raw.data["target"]
+        target.pop("platform", None)
+        return
+    if isinstance(listed, list) and names[0] not in listed:
+        target.pop("platforms", None)
+    raw.set(("target", "platform"), names[0], "--platform")
 
 
 def _from_flag(raw: Any, key: str) -> bool:

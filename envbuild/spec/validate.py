@@ -22,7 +22,7 @@ TOP_KEYS = (
     "base_image", "channels", "packages", "env", "image", "strict", "resources",
 )
 NESTED_KEYS = {
-    "target": ("driver", "gpus", "platform"),
+    "target": ("driver", "gpus", "platform", "platforms"),
     "packages": ("conda", "pip"),
     "image": ("repository",),
     "resources": ("gpus", "gpu_memory"),
@@ -235,6 +235,7 @@ class _Validator:
             raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
         installer = self.choice(("installer",), INSTALLERS, None)
         base, base_image = self.base()
+        platform, platforms = self.platforms()
         self.check_pins(implied, cuda, installer)
         if not frameworks and cuda is None and base_image is None:
             raise self.fail(
@@ -256,7 +257,8 @@ class _Validator:
             python=python,
             driver=self.driver(),
             gpus=self.gpus(),
-            platform=self.choice(("target", "platform"), PLATFORMS, "linux-64") or "linux-64",
+            platform=platform,
+            platforms=platforms,
             installer=installer,
             base=base,
             base_image=base_image,
@@ -269,6 +271,30 @@ class _Validator:
             source=self.raw.source,
             **self.resources(),
         )
+
+    def platforms(self) -> tuple[str, tuple[str, ...]]:
+        """(the platform, every platform of the lock): `target.platform` names one,
+        `target.platforms` several (the first is the platform; a flag may pick another of them)."""
+        path = ("target", "platforms")
+        if self.get(path) is None:
+            return self.choice(("target", "platform"), PLATFORMS, "linux-64") or "linux-64", ()
+        names = self.string_list(path)
+        if not names:
+            raise self.fail(path, "target.platforms is empty", "name one platform or more, e.g. [linux-64, linux-aarch64]")
+        for i, name in enumerate(names):
+            if name not in PLATFORMS:
+                raise self.fail(path + (i,), f"unknown platform {name!r}",
+                                did_you_mean(name, PLATFORMS) or f"one of: {', '.join(PLATFORMS)}")
+        chosen = tuple(names)
+        if len(set(chosen)) != len(chosen):
+            raise self.fail(path, f"target.platforms names a platform twice: {', '.join(chosen)}", "name each once")
+        platform = self.choice(("target", "platform"), PLATFORMS, None)
+        if platform is None:
+            return chosen[0], chosen
+        if platform not in chosen:
+            raise self.fail(("target", "platform"), f"platform {platform!r} is not one of target.platforms",
+                            f"pick one of {', '.join(chosen)}, or drop target.platform")
+        return platform, chosen
 
     def resources(self) -> dict[str, Any]:
         from envbuild.memory_size import parse_gib
