@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,15 +41,15 @@ def _request(recipe: Path, python: str | None):
 
 
 def _uv(request, cache: str) -> tuple[float, dict[str, str]]:
-    from envbuild.lock.pip_lock import parse_requirements, uv_command
+    from envbuild.lock.pip_lock import parse_pylock, uv_command, uv_env
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "in.txt").write_text("\n".join(request.requirements) + "\n")
-        command = uv_command(request, f"{tmp}/in.txt", f"{tmp}/out.txt") + ["--cache-dir", cache]
+        command = uv_command(request, f"{tmp}/in.txt", f"{tmp}/pylock.toml") + ["--cache-dir", cache]
         start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True)
+        subprocess.run(command, check=True, capture_output=True, env=uv_env(request, 30))
         took = time.perf_counter() - start
-        pins = parse_requirements((Path(tmp) / "out.txt").read_text())
+        pins = parse_pylock(tomllib.loads((Path(tmp) / "pylock.toml").read_text()))
     return took, {p.name.lower().replace("_", "-"): p.version for p in pins}
 
 

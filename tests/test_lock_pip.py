@@ -7,12 +7,15 @@ import os
 import functools
 import hashlib
 import http.server
+import json
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from envbuild.errors import EnvironmentProblem
@@ -20,6 +23,8 @@ from envbuild.lock.api import lock
 from envbuild.lock.check import check
 from envbuild.lock.pip_lock import PipLockFailed
 from lock_channels import pip_resolution
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _wheel(folder: Path, name: str, version: str, tag: str, requires: list[str]) -> Path:
@@ -155,23 +160,46 @@ def test_pip_lock_refuses_a_cpu_build_next_to_the_gpu_target(index, tmp_path):
     assert conflict.kind == "framework_cuda_mismatch" and "torch==2.1.2+cpu, which is a CPU build" in conflict.message
 
 
-def test_the_users_pip_configuration_is_honoured(index, tmp_path, monkeypatch):
+def test_the_machines_pip_configuration_reaches_the_named_indexes_and_adds_none(index, tmp_path, monkeypatch):
     config = tmp_path / "pip.conf"
     port = index["port"]
-    # credentials in the configured index: used to read it, never written into the lock
-    config.write_text(f"[global]\nindex-url = http://ci:s3cret@127.0.0.1:{port}/idx/simple\ntimeout = 30\n")
+    # This machine's configuration names a mirror (with credentials), extra indexes and a
+    # find-links folder: its credentials reach the index the command line names (the same
+    # host), its sources never enter the lock.
+    config.write_text(f"[global]\nindex-url = http://ci:s3cret@127.0.0.1:{port}/idx/simple\n"
+                      f"extra-index-url = file://{tmp_path}/local/simple http://mirror.invalid/simple\n"
+                      f"find-links = {tmp_path}/wheels\ntimeout = 30\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
     spec, resolution = pip_resolution(index["cu121"], pip_packages=["envbuild-probe==1.0"])
-    result = lock(spec, resolution, None, tmp_path / "lock")
+    result = lock(spec, resolution, None, tmp_path / "lock", index_url=f"http://127.0.0.1:{port}/idx/simple")
     text = (tmp_path / "lock" / "requirements.lock").read_text()
-    assert f"--index-url http://127.0.0.1:{port}/idx/simple\n" in text
+    pylock = (tmp_path / "lock" / "pylock.toml").read_text()
+    indexes = [line for line in text.splitlines() if line.startswith("--")]
+    assert indexes == [f"--index-url http://127.0.0.1:{port}/idx/simple", f"--extra-index-url {index['cu121']}"]
     assert f"envbuild-probe==1.0 \\\n    --hash=sha256:{index['sha']['envbuild_probe']}" in text
-    assert "s3cret" not in text and "ci@" not in text and result.pip_hashed
+    for written in (text, pylock):
+        assert "s3cret" not in written and "ci@" not in written
+        assert "file:" not in written and "mirror.invalid" not in written and f"{tmp_path}/wheels" not in written
+    assert "the pip configuration of the machine that wrote it was used only to" in text.lower()
+    assert result.pip_hashed and any("mirror.invalid" in n and "--index-url" in n for n in result.notes)
 
-    # the same setting from the environment (PIP_INDEX_URL) wins over the file, as in pip
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-    with pytest.raises(EnvironmentProblem, match="127.0.0.1:9/simple"):
-        lock(spec, resolution, None, tmp_path / "lock2", pip_timeout=2)
+
+def test_pip_configuration_adds_no_index_to_the_request(monkeypatch, tmp_path):
+    from envbuild.lock import pip_lock
+    from envbuild.lock.pip_config import read_pip_settings
+
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nindex-url = https://mirror.example/simple\nextra-index-url = file:///opt/x/simple\n"
+                      "[install]\nfind-links = /opt/wheels\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://env.example/simple")
+    settings = read_pip_settings()
+    # read as pip reads it: the file, its [install] section, the environment over both
+    assert settings.index_url == "https://mirror.example/simple"
+    assert settings.extra_index_urls == ("https://env.example/simple",) and settings.find_links == ("/opt/wheels",)
+    spec, resolution = pip_resolution("https://download.pytorch.org/whl/cu121")
+    request = pip_lock.build_pip_request(spec, resolution, "linux-64", None, settings)
+    assert request.indexes == ("https://pypi.org/simple", "https://download.pytorch.org/whl/cu121")
 
 
 def test_unreachable_index_is_an_environment_error_with_the_url_masked(tmp_path):
@@ -212,6 +240,93 @@ def _cli_lock(tmp_path: Path, spec, index_url: str) -> subprocess.CompletedProce
                     f"target: {{platform: linux-64}}\npackages: {{pip: {list(spec.pip_packages)}}}\n")
     return subprocess.run([sys.executable, "-m", "envbuild", "lock", str(path), "-o", str(tmp_path / "out"),
                            "--index-url", index_url], capture_output=True, text=True)
+
+
+# --- credentials never on a command line -------------------------------------------------
+SECRET = "pw-9f3c1e77"
+
+
+class _PasswordIndex(http.server.SimpleHTTPRequestHandler):
+    """A simple index that answers only with user `ci` and SECRET, slowly enough (0.3 s an
+    answer) that the lock's child processes live long enough to be read."""
+
+    expected = "Basic " + base64.b64encode(f"ci:{SECRET}".encode()).decode()
+
+    def do_GET(self):
+        time.sleep(0.3)
+        if self.headers.get("Authorization") != self.expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="index"')
+            self.end_headers()
+            return
+        super().do_GET()
+
+
+def _command_lines_during(process: subprocess.Popen) -> tuple[set[bytes], list[tuple[bytes, bytes]]]:
+    """Every process command line seen on this machine while `process` runs (read from
+    /proc/PID/cmdline, which any local user can read), and the command line and environment
+    (readable only by its user) of each child of `process`."""
+    seen: set[bytes] = set()
+    children: dict[str, tuple[bytes, bytes]] = {}
+    while process.poll() is None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+                seen.add(command)
+                parent = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[1]
+                if parent == str(process.pid) and entry not in children:
+                    children[entry] = (command, Path(f"/proc/{entry}/environ").read_bytes())
+            except OSError:  # the process ended while it was read
+                continue
+        time.sleep(0.01)
+    return seen, list(children.values())
+
+
+@pytest.mark.parametrize("given", ["--index-url", "PIP_INDEX_URL", "pip.conf"])
+def test_index_credentials_never_reach_a_command_line(tmp_path, given):
+    root = tmp_path / "www"
+    files = root / "files"
+    files.mkdir(parents=True)
+    wheel = _wheel(files, "envbuild_probe", "1.0", "py3-none-any", [])
+    _project_page(root / "simple", "envbuild-probe", [wheel])
+    server, url = _serve(root, functools.partial(_PasswordIndex, directory=str(root)))
+    plain = f"{url}/simple"
+    with_password = plain.replace("http://", f"http://ci:{SECRET}@")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    index = with_password
+    if given == "PIP_INDEX_URL":  # the configuration holds the password for the index the flag names
+        env["PIP_INDEX_URL"], index = with_password, plain
+    elif given == "pip.conf":
+        (tmp_path / "pip.conf").write_text(f"[global]\nindex-url = {with_password}\n")
+        env["PIP_CONFIG_FILE"], index = str(tmp_path / "pip.conf"), plain
+    (tmp_path / "spec.yaml").write_text("name: small\ncuda: '12.4'\npython: '3.10'\ninstaller: pip\n"
+                                        "target: {platform: linux-64}\npackages: {pip: [envbuild-probe==1.0]}\n")
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "out",
+                                    "--index-url", index, "--json"], cwd=tmp_path, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        command_lines, children = _command_lines_during(process)
+        stdout, stderr = (stream.read().decode() for stream in (process.stdout, process.stderr))
+    finally:
+        server.shutdown()
+    assert process.returncode == 0, stdout + stderr
+    # uv ran, and was given the password the index wants through its environment
+    uv = [environment for command, environment in children if b"pip\x00compile" in command]
+    assert uv and all(SECRET.encode() in environment for environment in uv)
+    # no command line holds it, but envbuild's own when the user typed it there
+    holders = [c for c in command_lines if SECRET.encode() in c]
+    assert holders == [c for c in holders if given == "--index-url" and b"envbuild\x00lock" in c]
+    written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
+    assert SECRET not in written + stdout + stderr and f"--index-url {plain}" in written
+    # `lock --json` lists the pins of a pip lock, as its schema says
+    answer = json.loads(stdout)
+    jsonschema.validate(answer, json.loads((ROOT / "schema" / "lock.schema.json").read_text()))
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert answer["pip_packages"] == {"linux-64": [{"name": "envbuild-probe", "version": "1.0",
+                                                     "hashes": [f"sha256:{digest}"]}]}
 
 
 def test_a_control_character_in_the_index_url_is_refused(tmp_path):

@@ -7,14 +7,17 @@ configuration is replaced by an empty one, so PyPI itself is what answers.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from envbuild.errors import EnvironmentProblem
 from envbuild.lock.api import lock
@@ -67,28 +70,65 @@ def test_every_recipe_that_resolves_with_pip_locks_with_hashes(recipe, tmp_path)
 
 
 def _interpreter(version: str) -> str:
-    """An interpreter of `version` when this machine has one that runs, else this one."""
+    """A CPython of `version` that runs: on PATH, else one pyenv installed."""
     found = shutil.which(f"python{version}")
-    if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
-        return found
-    return sys.executable
+    candidates = [found] if found else []
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates += sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/python{version}"))
+    for candidate in candidates:
+        if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    pytest.fail(f"this machine has no CPython {version} to install the lock into (scripts/test.sh lists what CI needs)")
 
 
-def test_a_hashed_lock_installs_with_require_hashes_in_a_fresh_venv(tmp_path):
-    # CUDA 12.4 pip environments run on ubuntu22.04's python3, 3.10
-    (tmp_path / "small.yaml").write_text(
-        "name: small\ncuda: '12.4'\npython: '3.10'\ninstaller: pip\ntarget: {platform: linux-64}\n"
-        "packages: {pip: ['requests==2.32.3']}\n")
-    done = subprocess.run([sys.executable, "-m", "envbuild", "lock", "small.yaml", "-o", "lock"], cwd=tmp_path,
-                          capture_output=True, text=True)
+def _pypi_only_env() -> dict[str, str]:
+    """An environment whose pip and uv configuration points at PyPI only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="https://pypi.org/simple", UV_NO_CONFIG="1")
+    return env
+
+
+SMALL = ("name: small\ncuda: '12.4'\npython: '3.10'\ninstaller: pip\n"
+         "packages: {pip: ['requests==2.32.3']}\n")
+
+
+def test_a_lock_written_with_local_indexes_configured_installs_from_pypi_alone(tmp_path, monkeypatch):
+    # The locking machine's pip configuration adds a local folder index and find-links: the
+    # lock must name neither, and must install where only PyPI is configured.
+    local = tmp_path / "local-index"
+    (local / "simple").mkdir(parents=True)
+    (tmp_path / "pip.conf").write_text(f"[global]\nextra-index-url = {(local / 'simple').as_uri()}\n"
+                                       f"find-links = {local}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    (tmp_path / "small.yaml").write_text(SMALL + "target: {platform: linux-64}\n")
+    done = subprocess.run([sys.executable, "-m", "envbuild", "lock", "small.yaml", "-o", "lock", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    # the lock lists the hashes of every file of each pinned version, so hash-checking mode
-    # also passes where this machine has no 3.10 and the venv runs another CPython
-    subprocess.run([_interpreter("3.10"), "-m", "venv", str(tmp_path / "venv")], check=True)
-    venv_python = str(tmp_path / "venv" / "bin" / "python")
-    done = subprocess.run([venv_python, "-m", "pip", "install", "--quiet", "--require-hashes", "--only-binary=:all:",
-                           "-r", str(tmp_path / "lock" / "requirements.lock")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    done = subprocess.run([venv_python, "-c", "import requests, urllib3; print(requests.__version__)"],
-                          capture_output=True, text=True)
-    assert done.stdout.strip() == "2.32.3", done.stderr
+    texts = {p.name: p.read_text() for p in (tmp_path / "lock").iterdir()}
+    assert {"requirements.lock", "pylock.toml"} <= set(texts)
+    assert not [name for name, text in texts.items() if "file:" in text or str(local) in text]
+    assert str(local) in done.stderr  # said: the configured sources were left out
+    # lock --json lists every pin with its version and hashes, as the files do
+    pins = json.loads(done.stdout)["pip_packages"]["linux-64"]
+    assert {p["name"] for p in pins} == {"requests", "urllib3", "idna", "certifi", "charset-normalizer"}
+    assert all(p["hashes"] and all(h in texts["requirements.lock"] for h in p["hashes"]) for p in pins)
+
+    env = _pypi_only_env()
+    python = _interpreter("3.10")
+    uv = find_uv_bin()
+    installs = {
+        "pip": lambda venv: [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--require-hashes",
+                             "--only-binary=:all:", "-r", str(tmp_path / "lock/requirements.lock")],
+        "uv-requirements": lambda venv: [uv, "pip", "sync", "--python", str(venv / "bin/python"), "--require-hashes",
+                                         str(tmp_path / "lock/requirements.lock")],
+        "uv-pylock": lambda venv: [uv, "pip", "sync", "--python", str(venv / "bin/python"),
+                                   str(tmp_path / "lock/pylock.toml")],
+    }
+    for how, command in installs.items():
+        venv = tmp_path / f"venv-{how}"
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        done = subprocess.run(command(venv), capture_output=True, text=True, env=env)
+        assert done.returncode == 0, f"{how}: {done.stderr}"
+        done = subprocess.run([str(venv / "bin/python"), "-c", "import requests, urllib3; print(requests.__version__)"],
+                              capture_output=True, text=True, env=env)
+        assert done.stdout.strip() == "2.32.3", f"{how}: {done.stderr}"

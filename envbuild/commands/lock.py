@@ -22,8 +22,10 @@ def configure(parser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when the lock no longer matches the spec, matrices or resolved stack")
     parser.add_argument("--index-url", metavar="URL",
-                        help="base pip index for the pip lock (default: pip's configured index-url, else "
-                             "https://pypi.org/simple)")
+                        help="base pip index for the pip lock (default: https://pypi.org/simple; the lock names "
+                             "only the indexes given here and the framework's own)")
+    parser.add_argument("--extra-index-url", action="append", default=[], metavar="URL",
+                        help="a further pip index for the pip lock, repeatable")
     parser.add_argument("--allow-unhashed", action="store_true",
                         help="write a pip lock even when the index publishes no sha256 for some files")
     parser.add_argument("--verbose", action="store_true", help="also print the solver's own explanation of a failure")
@@ -35,10 +37,11 @@ def run(args) -> int:
 
     platforms = list(args.platform or [])
     args.platform = platforms[0] if platforms else None
-    if args.index_url is not None:
-        from envbuild.spec.validate import check_index_url
+    from envbuild.spec.validate import check_index_url
 
-        check_index_url(args.index_url, "--index-url")
+    for flag, url in [("--index-url", args.index_url)] + [("--extra-index-url", u) for u in args.extra_index_url]:
+        if url is not None:
+            check_index_url(url, flag)
     spec = spec_from_args(args)
     from envbuild.resolver import resolve
 
@@ -52,7 +55,7 @@ def run(args) -> int:
 
     try:
         result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url,
-                      allow_unhashed=args.allow_unhashed)
+                      extra_index_urls=tuple(args.extra_index_url), allow_unhashed=args.allow_unhashed)
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
@@ -67,6 +70,8 @@ def run(args) -> int:
             "files": [str(p) for p in result.files], "pip_hashed": result.pip_hashed, "notes": list(result.notes),
             "packages": {platform: [f"{p.name}={p.version}={p.build}" for p in packages]
                          for platform, packages in result.conda.items()},
+            "pip_packages": {platform: [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in pins]
+                             for platform, pins in result.pip.items()},
             "conflicts": [],
         })
         return 0

@@ -6,6 +6,7 @@ Files written in `out_dir` (names are part of the interface, see `envbuild.lock.
   conda-<platform>.lock        @EXPLICIT file per platform (conda path)
   requirements.lock            pip lock for the first platform (pip requirements present)
   requirements-<platform>.lock pip lock for each further platform
+  pylock.toml                  the same pip lock in PEP 751's format (pylock.<platform>.toml: further ones)
   .envbuild-lock.json          the sha256 of each file above (`lock --check` verifies them)
 The set replaces the folder's previous lock as one unit (`folder.replacing`).
 """
@@ -34,6 +35,7 @@ class LockResult:
     pip_hashed: bool | None = None  # None: no pip lock
     notes: tuple[str, ...] = ()  # things the user must know (e.g. no hashes: index unreachable)
     stamp: Stamp | None = None
+    pip: dict[str, tuple] = field(default_factory=dict)  # platform -> its pinned PipPins
 
 
 def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
@@ -46,7 +48,8 @@ def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[
 
 
 def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
-         *, index_url: str | None = None, pip_timeout: float = 10.0, allow_unhashed: bool = False) -> LockResult:
+         *, index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), pip_timeout: float = 10.0,
+         allow_unhashed: bool = False) -> LockResult:
     """Solve and write the lockfiles. Raises LockConflict when the stack cannot be locked
     (a resolution with conflicts is refused the same way), UserError for bad input and
     EnvironmentProblem when an index or channel cannot be read. A pip lock without hashes
@@ -78,31 +81,18 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         requests = build_requests(spec, resolution, chosen)
         solved = solve(requests)
     pip_locks = []
-    wants_pip = needs_pip(spec, resolution)
-    if index_url or wants_pip:
-        from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
-
-        if index_url:
-            pip_lock.check_index_url(index_url)
-    settings = None
-    for i, platform in enumerate(chosen if wants_pip else ()):
-        if pip_lock.build_pip_request(spec, resolution, platform, index_url) is None:
-            continue
-        if settings is None:
-            from envbuild.lock.pip_config import read_pip_settings
-
-            settings = read_pip_settings()  # the user's mirror, CA bundle, proxy
-        request = pip_lock.build_pip_request(spec, resolution, platform, index_url, settings)
-        pip_locks.append((folder.pip_lock_name(platform, i == 0),
-                          pip_lock.lock_pip(request, timeout=pip_timeout, allow_unhashed=allow_unhashed)))
+    if needs_pip(spec, resolution):
+        pip_locks = pip_lock_files(spec, resolution, chosen, index_url, extra_index_urls,
+                                   timeout=pip_timeout, allow_unhashed=allow_unhashed)
 
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
 
     from envbuild.lock.virtual import unknown_os_note
 
-    notes = tuple(dict.fromkeys(n for n in (unknown_os_note(resolution.resolved), *(lock.note for _, lock in pip_locks))
-                                if n))
+    notes = [unknown_os_note(resolution.resolved)] + [lock_.note for _, _, lock_ in pip_locks]
+    if pip_locks:
+        notes.append(_other_sources_note(pip_locks[0][2].request))
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
@@ -117,15 +107,58 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
             folder.fault_step(f"wrote {folder.CONDA_LOCKFILE}")
             for platform, packages in solved.items():
                 new.write_text(folder.explicit_name(platform), conda_lockfile.render_explicit(platform, packages, stamp))
-        for name, lock_ in pip_locks:
-            new.write_text(name, pip_lock.render(lock_, stamp))
+        for platform, i, lock_ in pip_locks:
+            _write_pip_lock(new, platform, i == 0, lock_, stamp)
         names = list(new.names)
     written = [out / name for name in names]
     return LockResult(
         out_dir=out, platforms=chosen, files=tuple(written), conda=solved,
-        pip_hashed=all(lock_.hashed for _, lock_ in pip_locks) if pip_locks else None,
-        notes=notes, stamp=stamp,
+        pip_hashed=all(lock_.hashed for _, _, lock_ in pip_locks) if pip_locks else None,
+        notes=tuple(dict.fromkeys(n for n in notes if n)), stamp=stamp,
+        pip={platform: lock_.pins for platform, _, lock_ in pip_locks},
     )
+
+
+def pip_lock_files(spec: Spec, resolution: Resolution, chosen: tuple[str, ...], index_url: str | None,
+                   extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool) -> list:
+    """[(platform, its position among the chosen, PipLock)] for each platform with pip
+    requirements."""
+    from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
+    from envbuild.lock.pip_config import read_pip_settings
+
+    if index_url:
+        pip_lock.check_index_url(index_url)
+    settings = read_pip_settings()  # how this machine reaches the indexes: CA bundle, proxy, credentials
+    found = []
+    for i, platform in enumerate(chosen):
+        request = pip_lock.build_pip_request(spec, resolution, platform, index_url, settings, extra_index_urls)
+        if request is not None:
+            found.append((platform, i, pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)))
+    return found
+
+
+def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp) -> None:
+    """requirements.lock and, when every file is hashed (PEP 751 wants that), pylock.toml."""
+    from envbuild.lock import folder, pip_lock, pylock
+
+    name = folder.pip_lock_name(platform, first)
+    new.write_text(name, pip_lock.render(lock_, stamp, name))
+    if lock_.hashed:
+        name = folder.pylock_name(platform, first)
+        new.write_text(name, pylock.render(lock_, stamp, name))
+
+
+def _other_sources_note(request) -> str | None:
+    """What pip's configuration here would have added, said once: the lock leaves it out."""
+    from envbuild.lock.pip_config import other_sources
+    from envbuild.urls import mask
+
+    left_out = other_sources(request.settings, request.indexes)
+    if not left_out:
+        return None
+    return (f"pip's configuration here adds {', '.join(mask(u) for u in left_out)}; the lock resolves only from "
+            f"the indexes it names ({', '.join(mask(u) for u in request.indexes)}): pass --index-url or "
+            "--extra-index-url to lock from another")
 
 
 def _sources(spec: Spec) -> list[str]:

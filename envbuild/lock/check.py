@@ -45,7 +45,7 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
 
     wants_pip = needs_pip(spec, resolution)
     if wants_pip:
-        from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
+        from envbuild.lock import pip_lock, pylock  # the installer and network modules: only for a pip lock
     for i, platform in enumerate(chosen if wants_pip else ()):
         if pip_lock.build_pip_request(spec, resolution, platform, None) is None:
             continue
@@ -53,8 +53,15 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
         if not path.exists():
             problems.append(f"{path} is missing")
             continue
-        found = pip_lock.read_stamp(path.read_text(encoding="utf-8"))
-        problems += [f"{path.name}: {line}" for line in stamp.differences(found)]
+        text = path.read_text(encoding="utf-8")
+        problems += [f"{path.name}: {line}" for line in stamp.differences(pip_lock.read_stamp(text))]
+        path = out / folder.pylock_name(platform, i == 0)
+        if not path.exists():
+            if pip_lock.is_hashed(text):  # PEP 751 holds hashed locks only
+                problems.append(f"{path} is missing")
+            continue
+        problems += [f"{path.name}: {line}"
+                     for line in stamp.differences(pylock.read_stamp(path.read_text(encoding="utf-8")))]
 
     if not problems and out.is_dir():  # the stamps agree: is every file the one written with them?
         problems += folder.verify(out)

@@ -2,7 +2,7 @@
 replacing the whole set as one unit.
 
 A lock is a set of files (conda-lock.yml, conda-<platform>.lock, requirements*.lock,
-base-image.json) plus `.envbuild-lock.json`, which records the sha256 of each. Nobody may
+pylock*.toml, base-image.json) plus `.envbuild-lock.json`, which records the sha256 of each. Nobody may
 ever see a new conda-lock.yml next to an old explicit file, so a set is replaced whole:
 
 * A folder that holds nothing but the lock (the usual `-o lock`): the new set is written to
@@ -35,11 +35,13 @@ from typing import Iterator
 
 CONDA_LOCKFILE = "conda-lock.yml"
 PIP_LOCKFILE = "requirements.lock"
+PYLOCK = "pylock.toml"  # the same pip lock in PEP 751's format
 BASE_RECORD = "base-image.json"  # the base image and its digest, when `--pin-digests` pinned it
 RECORD = ".envbuild-lock.json"  # {"files": {name: sha256}}: what `lock --check` verifies
 COMMIT = ".envbuild-commit"
 STAGE = ".envbuild-stage-"
-_LOCK_PATTERNS = (CONDA_LOCKFILE, "conda-*.lock", PIP_LOCKFILE, "requirements-*.lock", BASE_RECORD)
+_LOCK_PATTERNS = (CONDA_LOCKFILE, "conda-*.lock", PIP_LOCKFILE, "requirements-*.lock", PYLOCK, "pylock.*.toml",
+                  BASE_RECORD)
 
 
 def explicit_name(platform: str) -> str:
@@ -49,6 +51,12 @@ def explicit_name(platform: str) -> str:
 def pip_lock_name(platform: str, first: bool) -> str:
     """requirements.lock for the first platform, requirements-<platform>.lock for others."""
     return PIP_LOCKFILE if first else f"requirements-{platform}.lock"
+
+
+def pylock_name(platform: str, first: bool) -> str:
+    """pylock.toml for the first platform, pylock.<platform>.toml for others (PEP 751's
+    `pylock.<name>.toml`: a platform name holds no dot)."""
+    return PYLOCK if first else f"pylock.{platform}.toml"
 
 
 def is_lock_file(name: str) -> bool:

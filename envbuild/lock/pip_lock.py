@@ -1,12 +1,15 @@
 """The pip path: a requirements-style lock with the exact framework wheel of the resolved
 CUDA variant (`torch==2.1.2+cu121`, or `torch==2.5.1` from PyPI when PyPI's default wheel
 is that very build), the indexes that serve it, and the whole dependency closure with the
-sha256 of every file the index publishes for each pinned version.
+sha256 of every file of each pinned version that the target can install.
 
-The closure is resolved by uv (`uv pip compile --python-platform --python-version
---generate-hashes`) for the TARGET (its glibc's manylinux tags, its CPython), with the
-user's pip configuration (mirror, extra indexes, CA bundle, proxy) carried over; see
-docs/lock.md for the measurement behind uv and bench/bench_pip_lock.py to repeat it.
+The closure is resolved by uv (`uv pip compile --format pylock.toml --python-platform
+--python-version --generate-hashes`) for the TARGET (its glibc's manylinux tags, its
+CPython), from the indexes the spec and the command line name only, reached the way this
+machine's pip configuration says (lock/pip_config.py); see docs/lock.md for the
+measurement behind uv and bench/bench_pip_lock.py to repeat it. uv's pylock.toml gives
+every file of each pinned version the target can install, with its sha256: the source of
+both requirements.lock and envbuild's pylock.toml (lock/pylock.py).
 It fails closed: an index that cannot be read is an environment error (exit 3), and a
 lock without hashes is refused unless the caller allows it.
 """
@@ -17,12 +20,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.lock.folder import pip_lock_name
+from envbuild.lock.folder import PIP_LOCKFILE
 from envbuild.lock.metadata import Stamp
-from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment
+from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment, with_credentials
 from envbuild.lock.pip_tags import uv_platform
 from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
@@ -31,6 +36,7 @@ from envbuild.urls import mask, mask_text, strip_credentials
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."
+UNHASHED = "# NOT FULLY HASHED:"
 # Pythons a failed lock is retried with, to offer a fix that is known to lock
 PROBE_PYTHONS = ("3.14", "3.13", "3.12", "3.11", "3.10", "3.9")
 
@@ -41,22 +47,34 @@ class PipRequest:
     python: str  # major.minor of the target interpreter
     glibc: str
     requirements: tuple[str, ...]
-    index_url: str  # may hold credentials: only ever handed to the installer process
-    extra_index_urls: tuple[str, ...]
+    index_url: str  # may hold credentials: only ever handed to the installer process, in its environment
+    extra_index_urls: tuple[str, ...]  # the same
     frameworks: tuple[str, ...] = ()  # the resolved framework wheels among `requirements`
     settings: PipSettings = field(default_factory=PipSettings)
     cuda: str | None = None  # the resolved CUDA the framework wheels are built for
 
     @property
     def indexes(self) -> tuple[str, ...]:
-        return () if self.settings.no_index else (self.index_url, *self.extra_index_urls)
+        return (self.index_url, *self.extra_index_urls)
+
+
+@dataclass(frozen=True)
+class PinFile:
+    """One installable file of a pinned version, as uv found it on an index."""
+
+    kind: str  # "wheel", "sdist" or "archive" (a requirement given as `name @ URL`)
+    url: str
+    sha256: str | None
+    size: int | None = None
+    upload_time: datetime | None = None
 
 
 @dataclass(frozen=True)
 class PipPin:
     name: str
     version: str
-    hashes: tuple[str, ...]  # "sha256:<hex>", one per file of that version on the index
+    hashes: tuple[str, ...]  # "sha256:<hex>", one per file of that version the target can install
+    files: tuple[PinFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +116,11 @@ def _pypi_form(requirement: str) -> str:
 
 
 def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None,
-                      settings: PipSettings | None = None) -> PipRequest | None:
+                      settings: PipSettings | None = None, extra_index_urls: tuple[str, ...] = ()) -> PipRequest | None:
+    """What uv is asked for `platform` (whose own resolution `resolution` is): the resolved
+    framework wheels and the spec's pip packages, from the base index (`index_url`, else
+    PyPI), the framework's variant index and `extra_index_urls`; None when there is no pip
+    requirement. pip's configuration (`settings`) adds no index, only credentials for these."""
     settings = settings or PipSettings()
     stack = resolution.resolved
     requirements: list[str] = []
@@ -125,16 +147,16 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
         requirements.append(text)
     if not requirements:
         return None
-    base = check_index_url(index_url) if index_url else (settings.index_url or DEFAULT_INDEX)
-    extra += [u for u in settings.extra_index_urls if u not in extra]
+    base = check_index_url(index_url) if index_url else DEFAULT_INDEX
+    extra += [check_index_url(u, "--extra-index-url") for u in extra_index_urls if u not in extra]
     gpu = [f.cuda for f in stack.frameworks if f.installer == "pip" and f.cuda]
     return PipRequest(
         platform=platform,
         python=".".join(stack.python.split(".")[:2]),
         glibc=glibc_for(stack.base_image.os if stack.base_image else None),
         requirements=tuple(requirements),
-        index_url=base,
-        extra_index_urls=tuple(u for u in extra if u != base),
+        index_url=with_credentials(base, settings),
+        extra_index_urls=tuple(with_credentials(u, settings) for u in extra if u != base),
         frameworks=tuple(frameworks),
         settings=settings,
         cuda=gpu[0] if gpu else None,
@@ -195,10 +217,12 @@ def _unreadable(url: str, cause: str, hint: str | None = None):
 # --- resolving with uv ------------------------------------------------------------------
 
 def uv_command(request: PipRequest, requirements_in: str, output: str) -> list[str]:
+    """uv's command line: no index URL and no credential on it (any local user can read a
+    process's command line); the indexes travel in `uv_env`."""
     from uv import find_uv_bin
 
     command = [
-        find_uv_bin(), "pip", "compile", requirements_in, "-o", output, "--quiet",
+        find_uv_bin(), "pip", "compile", requirements_in, "-o", output, "--format", "pylock.toml", "--quiet",
         "--no-config", "--no-header", "--no-annotate", "--generate-hashes", "--no-build",
         "--python-platform", uv_platform(request.platform, request.glibc),
         # the target's version; this interpreter only spares uv a search for one (seconds)
@@ -206,41 +230,59 @@ def uv_command(request: PipRequest, requirements_in: str, output: str) -> list[s
         # pip's semantics: the best version across all indexes (the lock pins hashes anyway)
         "--index-strategy", "unsafe-best-match",
     ]
-    if request.settings.no_index:
-        command.append("--no-index")
-    else:
-        command += ["--index-url", request.index_url]
-        for url in request.extra_index_urls:
-            command += ["--extra-index-url", url]
     return command + uv_arguments(request.settings)
+
+
+def uv_env(request: PipRequest, timeout: float) -> dict[str, str]:
+    env = uv_environment(request.settings, request.index_url, request.extra_index_urls)
+    env.setdefault("UV_HTTP_TIMEOUT", str(int(timeout)))
+    return env
 
 
 def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> tuple[PipPin, ...]:
     """The pinned, hashed closure; raises PipLockFailed (no solution; explained by
-    re-locking variants of the request when `explain`) or EnvironmentProblem (anything
-    else uv could not do)."""
+    re-locking variants of the request when `explain`) or EnvironmentProblem (an index
+    that cannot be read, named by asking each index when `explain`; anything else uv
+    could not do)."""
     with tempfile.TemporaryDirectory(prefix="envbuild-uv-") as tmp:
         requirements_in = os.path.join(tmp, "requirements.in")
         with open(requirements_in, "w", encoding="utf-8") as handle:
             handle.write("\n".join(request.requirements) + "\n")
-        output = os.path.join(tmp, "requirements.txt")
-        env = uv_environment(request.settings)
-        env.setdefault("UV_HTTP_TIMEOUT", str(int(timeout)))
+        output = os.path.join(tmp, "pylock.toml")  # uv takes this name (or pylock.NAME.toml) only
         try:
             done = subprocess.run(uv_command(request, requirements_in, output), capture_output=True, text=True,
-                                  env=env, timeout=900)
+                                  env=uv_env(request, timeout), timeout=900)
         except subprocess.TimeoutExpired:
             raise EnvironmentProblem("uv did not finish resolving the pip requirements within 15 minutes",
                                      hint="check the indexes' speed; run again with a warm cache") from None
         if done.returncode != 0:
+            if explain:  # the cause, when it is an index that cannot be read, said as such
+                check_indexes(request, timeout)
             if "No solution found" in done.stderr:
                 conflict = diagnose(request, done.stderr, timeout) if explain else Conflict("library_abi", "")
                 raise PipLockFailed(conflict, mask_text(done.stderr.strip()))
             raise EnvironmentProblem(
                 f"uv could not resolve the pip requirements: {_uv_cause(done.stderr)}",
                 hint="check the indexes named above, the network, the proxy and the CA bundle")
-        with open(output, encoding="utf-8") as handle:
-            return parse_requirements(handle.read())
+        with open(output, "rb") as handle:
+            return parse_pylock(tomllib.load(handle))
+
+
+def parse_pylock(document: dict) -> tuple[PipPin, ...]:
+    """Pins from a PEP 751 document as uv writes it: each package's wheels (or its sdist,
+    or the archive of a `name @ URL` requirement) with their sha256."""
+    pins = []
+    for package in document.get("packages", ()):
+        files = [PinFile("wheel", w.get("url") or w.get("path", ""), w.get("hashes", {}).get("sha256"),
+                         w.get("size"), w.get("upload-time")) for w in package.get("wheels", ())]
+        for kind in ("sdist", "archive"):
+            if kind in package:
+                entry = package[kind]
+                files.append(PinFile(kind, entry.get("url") or entry.get("path", ""),
+                                     entry.get("hashes", {}).get("sha256"), entry.get("size"), entry.get("upload-time")))
+        hashes = tuple(f"sha256:{f.sha256}" for f in files if f.sha256)
+        pins.append(PipPin(package["name"], package.get("version", ""), hashes, tuple(files)))
+    return tuple(sorted(pins, key=lambda p: p.name.lower()))
 
 
 def _uv_cause(stderr: str) -> str:
@@ -303,7 +345,7 @@ def diagnose(request: PipRequest, stderr: str, timeout: float) -> Conflict:
     """Name the package whose candidates are missing; offer a Python that does lock (each
     fix offered was itself locked)."""
     package = missing_package(stderr) or "the pip requirements"
-    where = ", ".join(mask(u) for u in request.indexes) or "the find-links folders"
+    where = ", ".join(mask(u) for u in request.indexes)
     reason = _reason(stderr)
     for python in PROBE_PYTHONS:
         if python != request.python and _locks(replace(request, python=python), timeout):
@@ -337,7 +379,6 @@ def _wrong_variant(pin: PipPin, cuda: str | None) -> str | None:
 
 
 def lock_pip(request: PipRequest, *, timeout: float = 10.0, allow_unhashed: bool = False) -> PipLock:
-    check_indexes(request, timeout)
     return checked_lock(request, resolve_uv(request, timeout), allow_unhashed=allow_unhashed)
 
 
@@ -354,7 +395,7 @@ def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashe
                     f"resolved CUDA is {request.cuda}; envbuild refuses to lock it",
             fixes=(Fix(f"pin {pin.name} to its +cu{request.cuda.replace('.', '')} build in packages.pip"),),
         ), "")
-    missing = [p.name for p in pins if not p.hashes]
+    missing = [p.name for p in pins if not p.hashes or any(f.sha256 is None for f in p.files)]
     if not missing:
         return PipLock(request, pins, hashed=True, note="")
     note = f"the index published no sha256 for {', '.join(missing)}, so they are pinned without hashes"
@@ -364,30 +405,49 @@ def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashe
     return PipLock(request, pins, hashed=False, note=note)
 
 
-def render(lock: PipLock, stamp: Stamp) -> str:
+# Said in the header of every pip lock file: where its packages come from.
+SOURCES_NOTE = (
+    "The indexes it names are the only ones it was resolved from: those the spec and the",
+    "command line name. The pip configuration of the machine that wrote it was used only to",
+    "reach them (CA bundle, proxy, credentials); no package source of that configuration is",
+    "part of the lock.",
+)
+
+
+def requirement_line(pin: PipPin) -> str:
+    """`name==version`, or `name @ URL` for a requirement given by URL."""
+    archive = next((f for f in pin.files if f.kind == "archive"), None)
+    if archive is not None:
+        return f"{pin.name} @ {strip_credentials(archive.url)}"
+    return f"{pin.name}=={pin.version}" if pin.version else pin.name
+
+
+def render(lock: PipLock, stamp: Stamp, name: str = PIP_LOCKFILE) -> str:
+    """requirements.lock (`name` is the file's own name, for the install line)."""
     request = lock.request
     lines = [
         "# pip requirements lock written by `envbuild lock`; do not edit.",
         f"# Target: {request.platform}, CPython {request.python}.",
     ]
     if lock.hashed:
-        lines.append("# Every package is pinned with the sha256 of the files its index publishes:")
-        lines.append(f"#   pip install --require-hashes -r {pip_lock_name(request.platform, True)}")
+        lines.append("# Every package is pinned with the sha256 of each file of it the target can install:")
+        lines.append(f"#   pip install --require-hashes -r {name}")
     else:
-        lines.append(f"# NOT FULLY HASHED: {lock.note}.")
+        lines.append(f"{UNHASHED} {lock.note}.")
+    lines += [f"# {line}" for line in SOURCES_NOTE]
     lines += [f"{STAMP_PREFIX}{key}: {value}" for key, value in stamp.fields().items()]
     # Credentials never go into a file that is committed: pip and uv find them at install
     # time in ~/.netrc, a keyring, or a PIP_INDEX_URL that holds them (docs/lock.md).
-    if request.settings.no_index:
-        lines.append("--no-index")
-    else:
-        lines.append(f"--index-url {strip_credentials(request.index_url)}")
-        lines += [f"--extra-index-url {strip_credentials(url)}" for url in request.extra_index_urls]
+    lines.append(f"--index-url {strip_credentials(request.index_url)}")
+    lines += [f"--extra-index-url {strip_credentials(url)}" for url in request.extra_index_urls]
     for pin in lock.pins:
-        line = f"{pin.name}=={pin.version}" if pin.version else pin.name
-        line += "".join(f" \\\n    --hash={h}" for h in pin.hashes)
-        lines.append(line)
+        lines.append(requirement_line(pin) + "".join(f" \\\n    --hash={h}" for h in pin.hashes))
     return "\n".join(lines) + "\n"
+
+
+def is_hashed(text: str) -> bool:
+    """Whether a requirements lock written by `render` pins every file with its hash."""
+    return not any(line.startswith(UNHASHED) for line in text.splitlines())
 
 
 def read_stamp(text: str) -> dict[str, str]:
