@@ -48,16 +48,23 @@ def resolve(spec: Spec) -> Resolution:
 # --- lock ---------------------------------------------------------------------------------
 
 
-def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, platform: str | None = None,
-         quiet: bool = False) -> Path:
-    """A lock folder that matches the spec: `lock_dir` as it is when it is current, else a
-    fresh lock written there (or under `scratch` when no folder was named)."""
+def platform_resolutions(spec: Spec, resolution: Resolution) -> dict[str, Resolution]:
+    """The resolution of each other platform the spec's lock covers (target.platforms):
+    each is locked from its own. Unresolved for one that has conflicts."""
+    return {platform: resolve(spec.for_platform(platform))
+            for platform in spec.lock_platforms if platform != resolution.resolved.platform}
+
+
+def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False) -> Path:
+    """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
+    when it is current, else a fresh lock written there (or under `scratch` when no folder
+    was named)."""
     from envbuild.lock import api
     from envbuild.lock.check import check
 
-    platforms = (platform,) if platform else None
+    others = platform_resolutions(spec, resolution)
     if lock_dir is not None:
-        if lock_dir.is_dir() and not check(spec, resolution, platforms, lock_dir):
+        if lock_dir.is_dir() and not check(spec, resolution, None, lock_dir, others):
             return lock_dir
         target = lock_dir
     else:
@@ -65,7 +72,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if not quiet:
         print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
-        api.lock(spec, resolution, platforms, target)
+        api.lock(spec, resolution, None, target, platform_resolutions=others)
     except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None

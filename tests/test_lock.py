@@ -149,7 +149,9 @@ def test_conda_lock_parses_our_lockfile_and_rewrites_the_same_bytes(anaconda, tm
 def test_two_platform_lock(channels, tmp_path):
     spec, resolution = conda_resolution([channels["conda-forge"]], cuda="12.0", cudnn="8.9",
                                         conda_specs=("pytorch==2.1.2=*cuda*",))
-    result = lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path)
+    _, arm = conda_resolution([channels["conda-forge"]], cuda="12.0", cudnn="8.9",
+                              conda_specs=("pytorch==2.1.2=*cuda*",), platform="linux-aarch64")
+    result = lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path, platform_resolutions={"linux-aarch64": arm})
     assert result.platforms == ("linux-64", "linux-aarch64")
     data = yaml.safe_load((tmp_path / "conda-lock.yml").read_text())
     assert data["metadata"]["platforms"] == ["linux-64", "linux-aarch64"]
@@ -175,7 +177,9 @@ def test_check_detects_changed_spec_and_matrix(anaconda, tmp_path):
 
     new_matrix = dataclasses.replace(resolution, matrix_version="test-matrix-2")
     assert any("the matrix data changed" in p for p in check(spec, new_matrix, None, tmp_path))
-    assert any("platforms changed" in p for p in check(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path))
+    _, arm = conda_resolution(anaconda, platform="linux-aarch64")
+    assert any("platforms changed" in p for p in check(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path,
+                                                       {"linux-aarch64": arm}))
 
 
 def test_check_reports_a_missing_lock(anaconda, tmp_path):
@@ -203,7 +207,9 @@ def test_same_inputs_give_identical_bytes(anaconda, tmp_path):
 
 def test_dropping_a_platform_removes_its_stale_lockfile(channels, tmp_path):
     spec, resolution = conda_resolution([channels["conda-forge"]], cuda="12.0", conda_specs=("pytorch==2.1.2=*cuda*",))
-    lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path)
+    _, arm = conda_resolution([channels["conda-forge"]], cuda="12.0", conda_specs=("pytorch==2.1.2=*cuda*",),
+                              platform="linux-aarch64")
+    lock(spec, resolution, ["linux-64", "linux-aarch64"], tmp_path, platform_resolutions={"linux-aarch64": arm})
     lock(spec, resolution, ["linux-64"], tmp_path)
     assert not (tmp_path / "conda-linux-aarch64.lock").exists()
 

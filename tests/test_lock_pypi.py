@@ -132,3 +132,36 @@ def test_a_lock_written_with_local_indexes_configured_installs_from_pypi_alone(t
         done = subprocess.run([str(venv / "bin/python"), "-c", "import requests, urllib3; print(requests.__version__)"],
                               capture_output=True, text=True, env=env)
         assert done.stdout.strip() == "2.32.3", f"{how}: {done.stderr}"
+
+
+def test_one_lock_folder_holds_linux_on_x86_64_and_on_arm(tmp_path):
+    from packaging.pylock import Pylock
+
+    # CuPy publishes GPU wheels for Linux on Arm (GH200/Grace, Jetson) as for x86_64
+    recipe = (ROOT / "recipes" / "cupy.yaml").read_text()
+    assert "platform: linux-64}" in recipe
+    (tmp_path / "spec.yaml").write_text(recipe.replace("platform: linux-64}", "platforms: [linux-64, linux-aarch64]}"))
+    done = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["platforms"] == ["linux-64", "linux-aarch64"]
+    assert sorted(Path(f).name for f in answer["files"]) == [
+        "pylock.linux-aarch64.toml", "pylock.toml", "requirements-linux-aarch64.lock", "requirements.lock"]
+    for platform, name, machine in (("linux-64", "pylock.toml", "x86_64"),
+                                    ("linux-aarch64", "pylock.linux-aarch64.toml", "aarch64")):
+        lock = Pylock.from_dict(tomllib.loads((tmp_path / "lock" / name).read_text()))
+        assert [str(m) for m in lock.environments] == [
+            f'sys_platform == "linux" and platform_machine == "{machine}" and platform_python_implementation == "CPython"']
+        # each platform's lock holds the GPU build's wheel for its own machine and CPython
+        (cupy,) = [p for p in lock.packages if p.name == "cupy-cuda12x"]
+        python = str(lock.requires_python).removeprefix("==").removesuffix(".*").replace(".", "")
+        assert cupy.wheels and all(machine in w.filename and f"cp{python}" in w.filename for w in cupy.wheels)
+        assert {p["name"] for p in answer["pip_packages"][platform]} == {p.name for p in lock.packages}
+    check = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--check"],
+                           cwd=tmp_path, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    # picking one of the lock's platforms finds the same lock current
+    check = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--check",
+                            "--platform", "linux-aarch64"], cwd=tmp_path, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout

@@ -39,8 +39,8 @@ def resolve_spec(args):
 
 
 def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
-    """pipeline.lock with the command's --lock-dir, --platform and -q."""
+    """pipeline.lock with the command's --lock-dir and -q (--platform is in the spec)."""
     from envbuild import pipeline
 
     return pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=scratch,
-                         platform=getattr(args, "platform", None), quiet=getattr(args, "quiet", False))
+                         quiet=getattr(args, "quiet", False))

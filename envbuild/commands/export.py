@@ -111,7 +111,6 @@ def _default_image(spec, args) -> str:
         raise UserError(exc.args[0], where=spec.source or "command line",
                         hint="run `envbuild resolve` on it and apply a fix") from None
     with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
-        lock_dir = pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=Path(scratch),
-                                 platform=args.platform)
+        lock_dir = pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=Path(scratch))
         return pipeline.image_ref(resolution, repository, lock_dir, mirror=args.registry_mirror,
                                   pin_digests=args.pin_digests, wheelhouse=args.wheelhouse)

@@ -34,28 +34,32 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     from envbuild.commands._spec import spec_from_args
-
-    platforms = list(args.platform or [])
-    args.platform = platforms[0] if platforms else None
     from envbuild.spec.validate import check_index_url
 
     for flag, url in [("--index-url", args.index_url)] + [("--extra-index-url", u) for u in args.extra_index_url]:
         if url is not None:
             check_index_url(url, flag)
-    spec = spec_from_args(args)
+    spec = spec_from_args(args)  # a repeated --platform names the lock's platforms
+    from envbuild import pipeline
+    from envbuild.errors import Unresolved
     from envbuild.resolver import resolve
 
-    resolution = resolve(spec)
+    resolution, others = resolve(spec), {}
+    try:  # each further platform of the lock is locked from its own resolution
+        others = pipeline.platform_resolutions(spec, resolution) if resolution.ok else {}
+    except Unresolved as exc:
+        resolution = exc.resolution  # a platform that does not resolve is the answer
     if args.check:
-        return _check(spec, resolution, platforms, args)
+        return _check(spec, resolution, others, args)
     if not resolution.ok:
         return _refuse(resolution, resolution.conflicts, "", args)
 
     from envbuild.lock.api import LockConflict, lock  # a failed pip lock is a LockConflict too
 
     try:
-        result = lock(spec, resolution, platforms or None, args.out_dir, index_url=args.index_url,
-                      extra_index_urls=tuple(args.extra_index_url), allow_unhashed=args.allow_unhashed)
+        result = lock(spec, resolution, None, args.out_dir, index_url=args.index_url,
+                      extra_index_urls=tuple(args.extra_index_url), allow_unhashed=args.allow_unhashed,
+                      platform_resolutions=others)
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
@@ -90,10 +94,10 @@ def _framework_packages() -> set[str]:
     return set(all_framework_packages())
 
 
-def _check(spec, resolution, platforms, args) -> int:
+def _check(spec, resolution, others, args) -> int:
     from envbuild.lock.check import check
 
-    problems = check(spec, resolution, platforms or None, args.out_dir)
+    problems = check(spec, resolution, None, args.out_dir, others)
     if args.json:
         _print_json({"up_to_date": not problems, "problems": problems})
     elif problems:

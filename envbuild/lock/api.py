@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from envbuild.errors import UserError
 from envbuild.lock.metadata import Stamp, stamp_for
@@ -39,7 +40,8 @@ class LockResult:
 
 
 def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
-    chosen = tuple(dict.fromkeys(platforms or (resolution.resolved.platform,)))
+    """The platforms to lock: `platforms`, else every platform the spec's lock covers."""
+    chosen = tuple(dict.fromkeys(platforms or resolution.spec.lock_platforms))
     for platform in chosen:
         if platform not in BUILD_PLATFORMS:
             raise UserError(f"cannot lock for platform {platform!r}", where="--platform",
@@ -47,13 +49,32 @@ def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[
     return chosen
 
 
+def by_platform(resolution: Resolution, chosen: tuple[str, ...],
+                others: "Mapping[str, Resolution] | None") -> dict[str, Resolution]:
+    """{platform: its own resolution} for every chosen platform: each platform is locked
+    from what resolve chose for it (its framework build, CUDA variant, base and Python),
+    never from another platform's stack. A resolution with conflicts is refused."""
+    found = {}
+    for platform in chosen:
+        own = resolution if resolution.resolved is not None and resolution.resolved.platform == platform \
+            else (others or {}).get(platform)
+        if own is None:
+            raise ValueError(f"locking {platform} needs the resolution of the spec for {platform} "
+                             "(pipeline.platform_resolutions gives it)")
+        if not own.ok or own.resolved is None:
+            raise LockConflict(tuple(own.conflicts), "")
+        found[platform] = own
+    return found
+
+
 def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
          *, index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), pip_timeout: float = 10.0,
-         allow_unhashed: bool = False) -> LockResult:
-    """Solve and write the lockfiles. Raises LockConflict when the stack cannot be locked
-    (a resolution with conflicts is refused the same way), UserError for bad input and
-    EnvironmentProblem when an index or channel cannot be read. A pip lock without hashes
-    is refused unless `allow_unhashed`."""
+         allow_unhashed: bool = False, platform_resolutions: "Mapping[str, Resolution] | None" = None) -> LockResult:
+    """Solve and write the lockfiles. `resolution` is the spec's own; every other platform
+    locked needs its resolution in `platform_resolutions`. Raises LockConflict when the
+    stack cannot be locked (a resolution with conflicts is refused the same way), UserError
+    for bad input and EnvironmentProblem when an index or channel cannot be read. A pip
+    lock without hashes is refused unless `allow_unhashed`."""
     from envbuild.lock import conda_lockfile, folder
     from envbuild.lock.metadata import custom_metadata
     from envbuild.lock.request import build_requests, needs_conda, needs_pip
@@ -70,19 +91,21 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
                 f"{wanted.name} {wanted.constraint or ''}".rstrip() + " has no row in the matrices, so its GPU build cannot be pinned",
                 where=spec.source or "spec", hint=f"pick a version `envbuild matrix {wanted.name}` lists")
     chosen = target_platforms(resolution, platforms)
+    resolutions = by_platform(resolution, chosen, platform_resolutions)
     out = Path(out_dir)
-    stamp = stamp_for(resolution, chosen)
+    stamp = stamp_for([resolutions[p] for p in chosen], chosen)
+    first = resolutions[chosen[0]]
 
     # Everything that can fail runs before anything is written.
     if out.exists() and not out.is_dir():
         raise UserError("exists and is not a folder", where=str(out), hint="name a folder for the lockfiles")
     requests, solved = [], {}
-    if needs_conda(spec, resolution):
-        requests = build_requests(spec, resolution, chosen)
+    if any(needs_conda(spec, r) for r in resolutions.values()):
+        requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,))]
         solved = solve(requests)
     pip_locks = []
-    if needs_pip(spec, resolution):
-        pip_locks = pip_lock_files(spec, resolution, chosen, index_url, extra_index_urls,
+    if any(needs_pip(spec, r) for r in resolutions.values()):
+        pip_locks = pip_lock_files(spec, resolutions, chosen, index_url, extra_index_urls,
                                    timeout=pip_timeout, allow_unhashed=allow_unhashed)
 
     if not requests and not pip_locks:
@@ -90,14 +113,15 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
 
     from envbuild.lock.virtual import unknown_os_note
 
-    notes = [unknown_os_note(resolution.resolved)] + [lock_.note for _, _, lock_ in pip_locks]
+    notes = [unknown_os_note(r.resolved) for r in resolutions.values()]
+    notes += [lock_.note for _, _, lock_ in pip_locks]
     if pip_locks:
         notes.append(_other_sources_note(pip_locks[0][2].request))
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
         lockfile = conda_lockfile.build_lockfile(
-            solved, requests, stamp, custom_metadata(stamp, resolution, virtual), _sources(spec))
+            solved, requests, stamp, custom_metadata(stamp, first, virtual), _sources(spec))
     # The new set replaces the old one whole: files this run no longer produces (a dropped
     # platform, a switch between conda and pip) go with it.
     with folder.replacing(out) as new:
@@ -119,10 +143,10 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     )
 
 
-def pip_lock_files(spec: Spec, resolution: Resolution, chosen: tuple[str, ...], index_url: str | None,
+def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple[str, ...], index_url: str | None,
                    extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool) -> list:
     """[(platform, its position among the chosen, PipLock)] for each platform with pip
-    requirements."""
+    requirements, each from its own resolution."""
     from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
     from envbuild.lock.pip_config import read_pip_settings
 
@@ -131,7 +155,8 @@ def pip_lock_files(spec: Spec, resolution: Resolution, chosen: tuple[str, ...], 
     settings = read_pip_settings()  # how this machine reaches the indexes: CA bundle, proxy, credentials
     found = []
     for i, platform in enumerate(chosen):
-        request = pip_lock.build_pip_request(spec, resolution, platform, index_url, settings, extra_index_urls)
+        request = pip_lock.build_pip_request(spec, resolutions[platform], platform, index_url, settings,
+                                             extra_index_urls)
         if request is not None:
             found.append((platform, i, pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)))
     return found

@@ -4,17 +4,22 @@ against the sha256 recorded with it)? Returns the reasons it is not (empty = up 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from envbuild.lock import folder
 from envbuild.lock.metadata import read_custom_metadata, stamp_for
 from envbuild.model import Resolution, Spec
 
 
-def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
+def check(spec: Spec, resolution: Resolution, platforms, out_dir,
+          platform_resolutions: "Mapping[str, Resolution] | None" = None) -> list[str]:
+    """`platform_resolutions`: the spec's resolution for each other platform of the lock
+    (as for `envbuild.lock.api.lock`)."""
     import yaml
 
-    from envbuild.lock.api import target_platforms
+    from envbuild.lock.api import by_platform, target_platforms
     from envbuild.lock.request import needs_conda, needs_pip
+    from envbuild.lock.solve import SolveFailed
 
     out = Path(out_dir)
     if out.is_dir():
@@ -22,10 +27,14 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
     if not resolution.ok or resolution.resolved is None:
         return ["the spec no longer resolves (run `envbuild resolve` for the conflicts)"]
     chosen = target_platforms(resolution, platforms)
-    stamp = stamp_for(resolution, chosen)
+    try:
+        resolutions = by_platform(resolution, chosen, platform_resolutions)
+    except SolveFailed:
+        return ["the spec no longer resolves for every platform of the lock (run `envbuild resolve --platform P`)"]
+    stamp = stamp_for([resolutions[p] for p in chosen], chosen)
     problems: list[str] = []
 
-    if needs_conda(spec, resolution):
+    if any(needs_conda(spec, r) for r in resolutions.values()):
         path = out / folder.CONDA_LOCKFILE
         if not path.exists():
             problems.append(f"{path} is missing")
@@ -43,11 +52,11 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir) -> list[str]:
                 if not (out / folder.explicit_name(platform)).exists():
                     problems.append(f"{out / folder.explicit_name(platform)} is missing")
 
-    wants_pip = needs_pip(spec, resolution)
+    wants_pip = any(needs_pip(spec, r) for r in resolutions.values())
     if wants_pip:
         from envbuild.lock import pip_lock, pylock  # the installer and network modules: only for a pip lock
     for i, platform in enumerate(chosen if wants_pip else ()):
-        if pip_lock.build_pip_request(spec, resolution, platform, None) is None:
+        if pip_lock.build_pip_request(spec, resolutions[platform], platform, None) is None:
             continue
         path = out / folder.pip_lock_name(platform, i == 0)
         if not path.exists():

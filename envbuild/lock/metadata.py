@@ -3,8 +3,10 @@ longer matches: the spec hash, the matrix data version and a hash of the resolve
 (plus the stack itself, for readers such as the Dockerfile renderer)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Sequence
 
 from envbuild import __version__
 from envbuild.model import Resolution, sha256_json, to_jsonable
@@ -41,11 +43,18 @@ class Stamp:
         return lines
 
 
-def stamp_for(resolution: Resolution, platforms: tuple[str, ...]) -> Stamp:
+def stamp_for(resolutions: "Sequence[Resolution]", platforms: tuple[str, ...]) -> Stamp:
+    """The stamp of a lock of `platforms`, each locked from its own resolution (same order).
+    The spec is hashed as the lock's (its platform the first locked one, its platforms the
+    locked ones), so that a command that picks another of them (`image --platform`) finds
+    the same lock current; one platform's stack is hashed alone, as it always was."""
+    spec = dataclasses.replace(resolutions[0].spec, platform=platforms[0],
+                               platforms=tuple(platforms) if len(platforms) > 1 else ())
+    stacks = [to_jsonable(r.resolved) for r in resolutions]
     return Stamp(
-        spec_hash=resolution.spec.hash(),
-        matrix_version=resolution.matrix_version,
-        resolved_hash=sha256_json(to_jsonable(resolution.resolved)),
+        spec_hash=spec.hash(),
+        matrix_version=resolutions[0].matrix_version,
+        resolved_hash=sha256_json(stacks[0] if len(stacks) == 1 else stacks),
         platforms=tuple(platforms),
     )
 
