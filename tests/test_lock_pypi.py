@@ -134,13 +134,16 @@ def test_a_lock_written_with_local_indexes_configured_installs_from_pypi_alone(t
         assert done.stdout.strip() == "2.32.3", f"{how}: {done.stderr}"
 
 
+GRACE = ("name: torch-grace\nframeworks: {pytorch: '2.12.*'}\ncuda: '13.0'\npython: '3.12'\ninstaller: pip\n"
+         "target: {driver: '580.95.05', gpus: [H100], platforms: [linux-64, linux-aarch64]}\n")
+
+
 def test_one_lock_folder_holds_linux_on_x86_64_and_on_arm(tmp_path):
     from packaging.pylock import Pylock
 
-    # CuPy publishes GPU wheels for Linux on Arm (GH200/Grace, Jetson) as for x86_64
-    recipe = (ROOT / "recipes" / "cupy.yaml").read_text()
-    assert "platform: linux-64}" in recipe
-    (tmp_path / "spec.yaml").write_text(recipe.replace("platform: linux-64}", "platforms: [linux-64, linux-aarch64]}"))
+    # PyTorch publishes its own linux-aarch64 GPU builds (GH200/Grace, Jetson): the Arm half
+    # is resolved from them (sm_80 and up) and the x86_64 half from the x86_64 builds
+    (tmp_path / "spec.yaml").write_text(GRACE)
     done = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--json"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -153,15 +156,19 @@ def test_one_lock_folder_holds_linux_on_x86_64_and_on_arm(tmp_path):
         lock = Pylock.from_dict(tomllib.loads((tmp_path / "lock" / name).read_text()))
         assert [str(m) for m in lock.environments] == [
             f'sys_platform == "linux" and platform_machine == "{machine}" and platform_python_implementation == "CPython"']
-        # each platform's lock holds the GPU build's wheel for its own machine and CPython
-        (cupy,) = [p for p in lock.packages if p.name == "cupy-cuda12x"]
-        python = str(lock.requires_python).removeprefix("==").removesuffix(".*").replace(".", "")
-        assert cupy.wheels and all(machine in w.filename and f"cp{python}" in w.filename for w in cupy.wheels)
+        assert str(lock.requires_python) == "==3.12.*"
+        # each platform's lock holds the GPU build's wheel for its own machine, with its CUDA libraries
+        (torch,) = [p for p in lock.packages if p.name == "torch"]
+        assert torch.wheels and all(machine in w.filename and "cp312" in w.filename for w in torch.wheels)
+        assert any(p.name.startswith("nvidia-") for p in lock.packages)
         assert {p["name"] for p in answer["pip_packages"][platform]} == {p.name for p in lock.packages}
+
     check = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--check"],
                            cwd=tmp_path, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
-    # picking one of the lock's platforms finds the same lock current
-    check = subprocess.run([sys.executable, "-m", "envbuild", "lock", "spec.yaml", "-o", "lock", "--check",
-                            "--platform", "linux-aarch64"], cwd=tmp_path, capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout
+    # building for one of the lock's platforms finds the lock current and takes that platform's file
+    done = subprocess.run([sys.executable, "-m", "envbuild", "dockerfile", "spec.yaml", "--platform", "linux-aarch64",
+                           "--lock-dir", "lock", "-o", "context"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and "locking into" not in done.stderr, done.stderr
+    copied = [p.name for p in (tmp_path / "context").rglob("*.lock")]
+    assert "requirements-linux-aarch64.lock" in copied and "requirements.lock" not in copied
