@@ -18,7 +18,7 @@ import tomllib
 import tomlkit
 
 from envbuild.lock.metadata import Stamp
-from envbuild.lock.pip_lock import SOURCES_NOTE, PipLock, PipPin
+from envbuild.lock.pip_lock import SOURCES_NOTE, PinFile, PipLock, PipPin
 from envbuild.lock.pip_tags import machine_for
 from envbuild.urls import strip_credentials
 
@@ -31,8 +31,8 @@ def environment_marker(platform: str) -> str:
             "and platform_python_implementation == 'CPython'")
 
 
-def _file_table(file, *, inline: bool):
-    table = tomlkit.inline_table() if inline else tomlkit.table()
+def _file_table(file: PinFile):
+    table = tomlkit.inline_table()
     table["url"] = strip_credentials(file.url)
     if file.upload_time is not None:
         table["upload-time"] = file.upload_time
@@ -50,11 +50,11 @@ def _package(pin: PipPin):
     wheels = [f for f in pin.files if f.kind == "wheel"]
     if wheels:
         array = tomlkit.array()
-        array.extend(_file_table(f, inline=True) for f in wheels)
+        array.extend(_file_table(f) for f in wheels)
         package["wheels"] = array.multiline(True)
     for kind in ("sdist", "archive"):
         for file in (f for f in pin.files if f.kind == kind):
-            package[kind] = _file_table(file, inline=True)
+            package[kind] = _file_table(file)
     return package
 
 
