@@ -75,9 +75,11 @@ def test_an_explicit_key_overrides_a_merged_one(tmp_path):
     ("https://pypi.org/simple --extra-index-url x", "malformed index URL"),
     ("ftp://pypi.org/simple", "malformed index URL"),
 ])
-def test_bad_index_urls_are_refused_before_any_work(tmp_path, url, words):
+@pytest.mark.parametrize("flag", ["--index-url", "--extra-index-url"])
+def test_bad_index_urls_are_refused_before_any_work(tmp_path, url, words, flag):
     (tmp_path / "spec.yaml").write_text(BASE)
-    assert words in one_line(envbuild("lock", "spec.yaml", "--index-url", url, "-o", "lock", cwd=tmp_path))
+    line = one_line(envbuild("lock", "spec.yaml", flag, url, "-o", "lock", cwd=tmp_path))
+    assert words in line and f"{flag}:" in line
     assert not (tmp_path / "lock").exists()
 
 
