@@ -1,4 +1,4 @@
-# Rendered by envbuild VERSION for pytorch-official-l4: pytorch 2.8.0 (CUDA 12.8), CUDA 12.8, cuDNN 9.10.2.21, Python 3.13, pip on linux-64
+# Rendered by envbuild VERSION for pytorch-official-l4: pytorch 2.8.0 (CUDA 12.8), CUDA 12.8, cuDNN 9.10.2.21, Python 3.11, pip on linux-64
 # Base: pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime
 # Why this base: pytorch image with CUDA 12.8 matching the pytorch 2.8.0 build; runtime: the smallest flavour with the CUDA libraries the frameworks load
 #
@@ -13,10 +13,10 @@ FROM pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-# The pip environment is a venv over this python3: it must be the locked Python 3.13.
+# The pip environment is a venv over this python3: it must be the locked Python 3.11.
 RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
-    && if [ "$found" != "3.13" ]; then \
-        echo "envbuild: error: base image pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime: python3 is Python $found, the lock is for Python 3.13 (use a base image whose python3 is 3.13, or pin python: $found with a base image that has it, and lock again)" >&2; \
+    && if [ "$found" != "3.11" ]; then \
+        echo "envbuild: error: base image pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime: python3 is Python $found, the lock is for Python 3.11 (use a base image whose python3 is 3.11, or pin python: $found with a base image that has it, and lock again)" >&2; \
         exit 1; \
     fi
 COPY envbuild/ /tmp/envbuild/
@@ -30,7 +30,7 @@ ENV PATH=/opt/env/bin:$PATH \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=12.8 driver>=525.60.13"
 LABEL org.opencontainers.image.title="pytorch-official-l4" \
-      org.opencontainers.image.description="GPU environment: pytorch 2.8.0 (CUDA 12.8), CUDA 12.8, cuDNN 9.10.2.21, Python 3.13, pip on linux-64" \
+      org.opencontainers.image.description="GPU environment: pytorch 2.8.0 (CUDA 12.8), CUDA 12.8, cuDNN 9.10.2.21, Python 3.11, pip on linux-64" \
       org.opencontainers.image.base.name="pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime" \
       io.envbuild.version="VERSION" \
       io.envbuild.spec-hash="d72a3180d7b64f20e7b25f8ccec9f80e9fab4820ab7b5c6b1c91821c3f124922" \
@@ -38,7 +38,7 @@ LABEL org.opencontainers.image.title="pytorch-official-l4" \
       io.envbuild.frameworks="pytorch==2.8.0+cuda12.8" \
       io.envbuild.cuda="12.8" \
       io.envbuild.cudnn="9.10.2.21" \
-      io.envbuild.python="3.13" \
+      io.envbuild.python="3.11" \
       io.envbuild.installer="pip" \
       io.envbuild.platform="linux-64" \
       io.envbuild.driver="570.124.06" \
