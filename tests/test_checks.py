@@ -22,6 +22,8 @@ GPU_SETS = [
     ("Jetson Nano", "no such GPU", "GTX 1080", "5.2"),
     ("Tesla K80",),  # under the lowest GPU of JAX 0.4.4-0.4.24's era, which CUDA 11 still compiles for
     ("GTX 750 Ti", "A100"),  # 5.0: under JAX >= 0.4.25's floor
+    # 8.6 and 8.9 run sm_80 code, but a local CUDA 11.0-11.7 ptxas knows neither 8.9 (nor 11.0 8.6)
+    ("A10", "RTX 4090", "A10", "RTX 4090", "A100"),
 ]
 
 
@@ -31,7 +33,7 @@ def _summary_of(problems: list[checks.Problem]) -> tuple[frozenset[str], frozens
 
 
 @pytest.mark.parametrize("name", frameworks.names())
-@pytest.mark.parametrize("driver,cuda", [("580.65.06", None), ("470.57.02", "11.4")])
+@pytest.mark.parametrize("driver,cuda", [("580.65.06", None), ("470.57.02", "11.4"), ("450.80.02", "11.0")])
 def test_summaries_have_the_kinds_check_build_writes(name, driver, cuda):
     ix = Index(M)  # a fresh index
     for gpus in GPU_SETS:

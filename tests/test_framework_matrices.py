@@ -253,6 +253,27 @@ def test_jax_cuda_majors_and_python(m):
         assert r.driver_min_linux in (None, "450.80.02", "525.60.13"), r.version
 
 
+def test_jax_03_python_follows_the_jaxlib_wheels(m):
+    # jaxlib ships cp310 from 0.1.75 (its changelog; NixOS pins the cp310 cuda11 wheels of 0.3.0):
+    # the classifiers of jax 0.3.0-0.3.10 stop at 3.9, the wheels do not. cp311 came with 0.3.24.
+    for r in m.jax:
+        v = Version(r.version)
+        if Version("0.3.0") <= v < Version("0.4.0"):
+            pythons = SpecifierSet(r.python)
+            assert "3.7" in pythons and "3.10" in pythons, r.version
+            assert ("3.11" in pythons) == (v >= Version("0.3.24")), r.version
+            assert "3.12" not in pythons, r.version
+
+
+def test_local_ptxas_rules(m):
+    # a build that loads the system CUDA compiles with its ptxas: the mode says what the driver fallback does
+    rules = {r.framework: r for r in m.family_rules if r.local_ptxas}
+    assert {f: r.local_ptxas for f, r in rules.items()} == {"jax": "fails", "tensorflow": "slow"}
+    assert all(r.local_ptxas in (None, "fails", "slow") for r in m.family_rules)
+    # jax's local-toolkit builds end with 0.4.9's cuda11_cudnn82 wheel; TensorFlow's with 2.13
+    assert rules["jax"].releases == "<0.4.10" and rules["tensorflow"].releases == "<2.14"
+
+
 # ---------------------------------------------------------------------------- RAPIDS
 def rapids(m, version, major):
     found = [r for r in m.rapids if r.version == version and r.cuda_major == major]

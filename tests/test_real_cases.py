@@ -101,6 +101,15 @@ REQUESTS = {
     "tf-14-cuda91-libcublas80": spec({"tensorflow": "1.4"}, cuda="9.1", python="3.6"),
     # 1.4.1 has no row of its own: TensorFlow's configurations are per 1.4
     "tf-141-cuda90-libcublas80": spec({"tensorflow": "1.4.1"}, cuda="9.0", python="3.5"),
+    # --- kernels JIT-compiled with the local toolkit's ptxas ---
+    # the cudnn805 wheel of the thread loads the same local CUDA 11.3 as the release's default cudnn82 one
+    "jax-0325-cuda113-cc89-local-ptxas": spec({"jax": "0.3.25"}, cuda="11.3", cudnn="8.0.5", gpus=("8.9",),
+                                               python="3.8", installer="pip"),
+    # the label's CUDA 11.0 is the local toolkit (jaxlib 0.1.64 has no row)
+    "jaxlib-0164-cuda110-rtx30-local-ptxas": spec({"jax": "0.1.64+cuda110"}, gpus=("8.6",), installer="pip"),
+    # a tf-nightly of 2.5 without rows of its own for CUDA 11.0: the CUDA-level checks and the ptxas warning
+    "tf-nightly-25dev-cuda110-sm86-xla-fallback": spec({"tensorflow": "2.5.0.dev20201213"}, cuda="11.0",
+                                                       gpus=("8.6",), python="3.8", installer="pip"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -181,3 +190,11 @@ def test_out_of_matrix_version_still_gets_the_cuda_checks():
     assert [c.kind for c in resolve(request, matrix.load()).conflicts] == ["gpu_arch_unsupported"]
     old_driver = spec({"pytorch": "0.2.0"}, cuda="9.0", driver="375.26", installer="conda")
     assert [c.kind for c in resolve(old_driver, matrix.load()).conflicts] == ["driver_too_old"]
+
+
+def test_a_local_ptxas_that_predates_the_gpu_is_named():
+    # the cases' cause, in envbuild's words: the ptxas of the local toolkit, not the build's kernels
+    jax_case = resolve(REQUESTS["jax-0325-cuda113-cc89-local-ptxas"], matrix.load())
+    assert "ptxas of the local CUDA 11.3" in jax_case.conflicts[0].message
+    tf_case = resolve(REQUESTS["tf-nightly-25dev-cuda110-sm86-xla-fallback"], matrix.load())
+    assert any(w.kind == "ptx_jit" and "ptxas of the local CUDA 11.0" in w.message for w in tf_case.warnings)

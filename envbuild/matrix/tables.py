@@ -220,6 +220,11 @@ class FamilyRule(Row):
     # True: the GPU build needs the driver released with the installed CUDA toolkit (it JIT-compiles
     # with that toolkit's ptxas), so minor-version compatibility does not apply
     native_driver: bool | None = None
+    # the GPU build JIT-compiles its kernels with the ptxas of the locally installed CUDA toolkit
+    # (the one it loads; not a pip-installed nvcc wheel), which must know the GPU's exact
+    # architecture: "fails" when XLA's fallback to the driver's PTX JIT fails too, "slow" when
+    # that fallback works
+    local_ptxas: str | None = None
     advice: str | None = None  # what to do instead, worded for the conflict: "use WSL2 (platform linux-64)"
 
 

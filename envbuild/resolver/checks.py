@@ -451,7 +451,7 @@ def _gpu_signature(b: Build, ix: Index) -> tuple:
     compiled architectures and lowest GPU, and, where the row states no lowest GPU, the
     lowest GPUs of its era's rules."""
     era = families.era_gpu_floors(ix, b.framework, b.v) if b.min_cc is None else None
-    return b.framework, b.cuda, b.archs, b.min_cc, era
+    return b.framework, b.cuda, b.archs, b.min_cc, era, _local_ptxas(b, ix)
 
 
 def _gpu_kinds(b: Build, signature: tuple, req: Request, ix: Index) -> tuple[frozenset[str], frozenset[str]]:
@@ -485,7 +485,7 @@ def _gpu_kinds(b: Build, signature: tuple, req: Request, ix: Index) -> tuple[fro
             soft_kinds |= later_soft
             break
     if b.min_cc is None and gpus and not hard:
-        era_hard, era_soft = _era_kinds(b, signature[-1], req, ix)
+        era_hard, era_soft = _era_kinds(b, signature[4], req, ix)
         hard_kinds |= era_hard
         soft_kinds |= era_soft
     return frozenset(hard_kinds), frozenset(soft_kinds)
@@ -500,7 +500,7 @@ def _one_gpu_kinds(b: Build, signature: tuple, g: Gpu, req: Request, ix: Index) 
     soft = toolkit_soft | build_soft
     if build_hard or b.min_cc is not None:
         return build_hard, soft
-    era_hard, era_soft = _era_kinds(b, signature[-1], req, ix)
+    era_hard, era_soft = _era_kinds(b, signature[4], req, ix)
     return era_hard, soft | era_soft
 
 
@@ -541,11 +541,21 @@ def _era_kinds(b: Build, floors: tuple[str, ...], req: Request, ix: Index) -> tu
 def _cc_kinds(b: Build, g: Gpu, ix: Index) -> tuple[tuple[frozenset, frozenset], tuple[frozenset, frozenset]]:
     """((hard, soft) kinds of the toolkit's answer, those of the build's) for GPU `g`: taken
     from the problems the answers write, once per combination of the verdicts they follow."""
-    key = ("verdict kinds", _toolkit_verdict(b.cuda, g.cc, ix), _archs_verdict(b, g.cc, ix), _below_min_cc(b, g.cc))
+    key = ("verdict kinds", _toolkit_verdict(b.cuda, g.cc, ix), _archs_verdict(b, g.cc, ix), _below_min_cc(b, g.cc),
+           _ptxas_verdict(b, g, ix))
     found = ix.memo.get(key)
     if found is None:
         found = ix.memo[key] = (_split_kinds(_toolkit_knows(b, g, ix)[0]), _split_kinds(_build_knows(b, g, ix)[0]))
     return found
+
+
+def _ptxas_verdict(b: Build, g: Gpu, ix: Index) -> str | None:
+    """None when the local toolkit's ptxas is not used or knows the GPU; else the rule's mode."""
+    rule = _local_ptxas(b, ix)
+    if rule is None:
+        return None
+    known = ix.toolkit_sms(b.cuda)
+    return None if known is None or g.sm in known[0] else rule.local_ptxas
 
 
 def _split_kinds(problems: list[Problem]) -> tuple[frozenset[str], frozenset[str]]:
@@ -586,6 +596,9 @@ _NONE: tuple[list[Problem], bool] = ([], False)  # read only
 
 def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
     found = _build_archs(b, g, ix)
+    rule = _local_ptxas(b, ix)
+    if rule is not None:
+        found += families.ptxas_problems(ix, rule, b.label, b.cuda, (g,))
     if _below_min_cc(b, g.cc):
         found.append(_Deferred("gpu_arch_unsupported",
                                lambda: f"{b.framework} {b.version} needs compute capability >= {b.min_cc}; "
@@ -593,6 +606,12 @@ def _build_knows(b: Build, g: Gpu, ix: Index) -> tuple[list[Problem], bool]:
                                (fact(f"{b.framework} {b.version}: min compute capability", b.row),),
                                framework=b.framework))
     return found, any(not p.soft for p in found)
+
+
+def _local_ptxas(b: Build, ix: Index):
+    """The family rule saying build `b` JIT-compiles with the ptxas of the CUDA toolkit it
+    loads from the system, or None (a build that brings its CUDA brings its ptxas)."""
+    return None if b.bundles_runtime else families.local_ptxas_rule(ix, b.framework, b.v)
 
 
 def _below_min_cc(b: Build, cc) -> bool:

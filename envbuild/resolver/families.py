@@ -11,7 +11,7 @@ from packaging.version import Version
 from envbuild import specifiers
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
-from envbuild.values import ComputeCapability
+from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import parse_version
 
 _NO_GPU = {
@@ -114,6 +114,8 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
                     f"{label}: GPU builds of {framework} {r.releases} cover {span}; you asked for CUDA {cuda}, so the "
                     f"CUDA version or the {framework} version must move",
                     (fact(f"{framework} {r.releases}: {span}", r),), framework=framework))
+        if r.local_ptxas and cuda and len(parse_version(cuda).release) >= 2:
+            out += ptxas_problems(ix, r, label, cuda, req.known_gpus if gpus is None else gpus)
         if r.cudnn_min and req.cudnn is not None:
             if tuple(req.cudnn) < parse_version(r.cudnn_min).release[:len(req.cudnn)]:
                 out.append(Problem(
@@ -122,6 +124,47 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
                     f"cuDNN must move up or {framework} down",
                     (fact(f"{framework} {r.releases}: cudnn_min {r.cudnn_min}", r),), framework=framework,
                     hints={"cudnn": r.cudnn_min}))
+    return out
+
+
+def local_ptxas_rule(ix: Index, framework: str, version: Version | None) -> t.FamilyRule | None:
+    """The rule saying that `framework` `version` JIT-compiles with the local CUDA toolkit's
+    ptxas (the caller knows whether the build loads that toolkit)."""
+    return next((r for r in rules_for(ix, framework, version, None) if r.local_ptxas and not r.platform), None)
+
+
+def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -> list:
+    """The GPUs whose exact architecture the ptxas of the local CUDA `cuda` toolkit does not
+    know. Binary compatibility does not help here: XLA asks ptxas for the GPU's own sm_XY
+    (Ada's sm_89 and Hopper's sm_90 need the ptxas of CUDA 11.8)."""
+    from envbuild.resolver.checks import Problem
+
+    known = ix.toolkit_sms(cuda)
+    if known is None:
+        return []  # no architecture list for that CUDA: the toolkit link already says so
+    sms, row = known
+    out = []
+    for g in gpus:
+        if g.sm in sms:
+            continue
+        first = ix.min_cuda_for_sm(g.sm)
+        need = f"the ptxas of CUDA >= {first}" if first else "a ptxas that knows it"
+        facts = (fact(f"CUDA {major_minor(parse_version(cuda))} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),
+                 fact(f"{rule.framework} {rule.releases or '(every release)'} JIT-compiles with the local toolkit's "
+                      f"ptxas", rule))
+        if rule.local_ptxas == "slow":
+            out.append(Problem(
+                "ptx_jit",
+                f"{label} JIT-compiles XLA kernels with the ptxas of the local CUDA {cuda}, which does not know "
+                f"sm_{g.sm} of your {g.label}; XLA falls back to the driver's PTX JIT (slow), so install {need}",
+                facts, soft=True, framework=rule.framework))
+        else:
+            out.append(Problem(
+                "gpu_arch_unsupported",
+                f"{label} JIT-compiles its kernels with the ptxas of the local CUDA {cuda}, which does not know "
+                f"sm_{g.sm} of your {g.label} (the driver fallback fails with CUDA_ERROR_NOT_FOUND), so the local "
+                f"CUDA toolkit must move to {need}",
+                facts, framework=rule.framework, hints={"sm": g.sm, **({"cuda": first} if first else {})}))
     return out
 
 
