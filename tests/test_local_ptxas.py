@@ -61,3 +61,15 @@ def test_tensorflow_xla_falls_back_to_the_driver_jit_with_a_warning():
                      installer="pip")
     assert newer.ok and not any("ptxas" in w.message for w in newer.warnings)
 
+
+def test_a_tf_nightly_is_judged_by_its_series():
+    # tf-nightly 2.16.0.devYYYYMMDD is a nightly of the 2.16 series: its tested configuration decides
+    from envbuild.spec import spec_from_text
+
+    spec = spec_from_text("frameworks: {tf-nightly: '2.16.0.dev20231201'}\n"
+                          "target: {gpus: [A100], driver: '550.54.15'}\ninstaller: pip\n")
+    assert [f.name for f in spec.frameworks] == ["tensorflow"]
+    result = resolve(spec, M)
+    assert result.ok
+    assert result.resolved.frameworks[0].cuda == "12.3"  # the 2.16 series' tested CUDA
+    assert any(w.kind == "unknown_fact" and "judged it by the tensorflow 2.16" in w.message for w in result.warnings)

@@ -6,7 +6,8 @@ from envbuild.frameworks.base import Framework, Pins
 
 class TensorFlow(Framework):
     name = "tensorflow"
-    aliases = ("tf", "tensorflow-gpu")
+    # tf-nightly publishes the nightlies (2.N.0.devYYYYMMDD) of the coming 2.N release
+    aliases = ("tf", "tensorflow-gpu", "tf-nightly", "tf-nightly-gpu")
     cpu_only = ("tensorflow-cpu",)
     table = "tensorflow"
     # TensorFlow's .bazelrc: "`compute_XY` enables PTX embedding in addition to SASS"
