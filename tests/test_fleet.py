@@ -67,6 +67,10 @@ def test_schema_keys_match_the_validator_and_the_target_modules():
 @pytest.mark.parametrize("body, where, words", [
     ("targets:\n  a:\n    gpu: A100-80GB\n    mig: 2g.40gb\n    scheduler: {kind: k8s}\n", ":4:", ["no MIG profile '2g.40gb'", "3g.40gb", "7g.80gb"]),
     ("targets:\n  a:\n    gpu: V100\n    mig: 1g.10gb\n    scheduler: {kind: k8s}\n", ":4:", ["has no MIG profiles", "NVIDIA A100"]),
+    # an A100 that knows its memory offers only its own table: 1g.5gb is a 40 GB profile
+    ("targets:\n  a:\n    gpu: A100-80GB\n    mig: 1g.5gb\n    scheduler: {kind: k8s}\n", ":4:",
+     ["NVIDIA A100-80GB has no MIG profile '1g.5gb'", "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"]),
+    ("targets:\n  a:\n    gpu: A100-40GB\n    mig: 3g.40gb\n    scheduler: {kind: k8s}\n", ":4:", ["3g.20gb", "7g.40gb"]),
     ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: pbs}\n", ":4:", ["unknown scheduler kind 'pbs'", "k8s, slurm"]),
     ("targets:\n  a:\n    gpu: A100\n    scheduler: {kind: slurm}\n", ":4:", ["needs 'partition'"]),
     ("targets:\n  a:\n    gpu: A1000000\n    scheduler: {kind: k8s}\n", ":3:", ["unknown GPU"]),
@@ -142,6 +146,21 @@ def test_mig_floor_driver_is_a_conflict(tmp_path):
     assert done.returncode == 1
     conflicts = json.loads(done.stdout)["targets"][0]["conflicts"]
     assert any(c["kind"] == "driver_too_old" and "MIG 1g.10gb" in c["message"] and "525.85.12" in c["message"] for c in conflicts)
+
+
+def test_a_board_that_knows_its_memory_is_its_own_mig_parent(tmp_path):
+    # nvidia-smi's names of the A100 and H100 boards: the parent's profiles of the board's memory,
+    # without gpu_memory in the fleet file, and the parent's MIG driver floor
+    fleet = load_fleet(_fleet(tmp_path, (
+        "targets:\n"
+        "  sxm:\n    gpu: NVIDIA A100-SXM4-80GB\n    mig: 3g.40gb\n    scheduler: {kind: k8s}\n"
+        "  pcie:\n    gpu: NVIDIA A100-PCIE-40GB\n    mig: 3g.20gb\n    scheduler: {kind: k8s}\n"
+        "  nvl:\n    gpu: NVIDIA H100 NVL\n    mig: 1g.12gb\n    driver: 520.61.05\n    scheduler: {kind: k8s}\n")))
+    assert [(t.mig, t.gpu_memory_gib) for t in fleet.targets] == [("3g.40gb", 40), ("3g.20gb", 20), ("1g.12gb", 12)]
+    done = _cli("resolve", "--framework", "pytorch", "--fleet", str(tmp_path / "fleet.yaml"), "--target", "nvl", "--json")
+    conflicts = json.loads(done.stdout)["targets"][0]["conflicts"]
+    assert any(c["kind"] == "driver_too_old" and "NVIDIA H100" in c["message"] and "525.85.12" in c["message"]
+               for c in conflicts)
 
 
 def test_a_jetson_or_grace_target_declared_linux_64_is_a_platform_conflict(tmp_path):

@@ -215,10 +215,10 @@ def _choice(res: Resolution) -> str:
 def _mig_conflicts(m, t: Target, res: Resolution) -> list[Conflict]:
     if not t.mig:
         return []
-    from envbuild.matrix.lookup import find_gpu
+    from envbuild.matrix.lookup import find_gpu, mig_parent
 
-    row = find_gpu(m, t.gpu)
-    floor = next((f for f in m.mig_floors if row and f.parent == row.name), None)
+    parent = mig_parent(m, find_gpu(m, t.gpu))
+    floor = next((f for f in m.mig_floors if parent and f.parent == parent.name), None)
     if floor is None:
         return []
     fact = Fact(f"MIG on {floor.parent} needs driver >= {floor.min_driver} and CUDA >= {floor.min_cuda}", floor.source)

@@ -131,12 +131,17 @@ def mig_profile(m, row, name: str, *, parent_memory: float | None = None, where:
     if row is None:
         raise UserError(f"MIG profile {name!r} needs a GPU model, not a bare compute capability", where=where,
                         hint="name the parent GPU: A100, A30, H100, H200 or B200")
-    offered = [p for p in m.mig_profiles if p.parent == row.name]
+    from envbuild.matrix.lookup import mig_parent
+
+    parent = mig_parent(m, row)
+    offered = [p for p in m.mig_profiles if parent is not None and p.parent == parent.name]
     if not offered:
         parents = sorted({p.parent for p in m.mig_profiles})
         raise UserError(f"{row.name} has no MIG profiles", where=where, hint=f"MIG runs on {', '.join(parents)}")
     sizes = sorted({p.parent_memory_gb for p in offered})
-    if parent_memory is not None:  # gpu_memory tells the 40 GB A100 from the 80 GB one
+    if row.memory_gb in sizes:  # a board that knows its memory (A100-80GB) offers only that size's profiles
+        offered = [p for p in offered if p.parent_memory_gb == row.memory_gb]
+    elif parent_memory is not None:  # gpu_memory tells the 40 GB A100 from the 80 GB one
         fitting = [s for s in sizes if abs(s - parent_memory) / s < 0.1]
         offered = [p for p in offered if p.parent_memory_gb in fitting] or offered
     match = next((p for p in offered if p.name == name.lower()), None)

@@ -98,6 +98,19 @@ def find_gpu(m: Matrices, text: str) -> Gpu | None:
     return rows[0] if len(rows) == 1 else None
 
 
+def mig_parent(m: Matrices, gpu: Gpu | None) -> Gpu | None:
+    """The GPU row whose MIG profiles (matrices/mig.yaml) `gpu` offers: itself, or the model
+    a board row is a variant of ("NVIDIA A100-SXM4-80GB" -> "NVIDIA A100"); None when MIG does
+    not run on it. Which of the parent's profiles a board offers is then its memory's."""
+    if gpu is None:
+        return None
+    parents = {p.parent for p in m.mig_profiles}
+    if gpu.name in parents:
+        return gpu
+    model = gpu_match.loose_key(gpu.name)
+    return next((g for g in m.gpus if g.name in parents and gpu_match.exact_key(g.name) == model), None)
+
+
 def gpu_names(m: Matrices) -> list[str]:
     """Every name and alias, for "did you mean" suggestions."""
     return [name for gpu in m.gpus for name in (gpu.name, *gpu.aliases)]
