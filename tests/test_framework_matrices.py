@@ -288,6 +288,20 @@ def test_rapids_gpu_floors(m):
     assert all(r.min_compute_capability == "7.5" for r in m.rapids if r.cuda_major == 13)
 
 
+def test_rapids_rows_before_23_08_follow_the_release_build_matrix(m):
+    # rapidsai/docker ci/axis per release branch: CUDA 11 only from 21.06, Python moving with the releases
+    assert (rapids(m, "21.06", 11).cuda_min, rapids(m, "21.06", 11).cuda_max) == ("11.0", "11.2")
+    assert (rapids(m, "21.12", 11).cuda_min, rapids(m, "21.12", 11).cuda_max) == ("11.0", "11.5")
+    assert (rapids(m, "22.10", 11).cuda_min, rapids(m, "23.06", 11).cuda_max) == ("11.2", "11.8")
+    assert rapids(m, "21.06", 11).python == ("3.7", "3.8") and rapids(m, "22.02", 11).python == ("3.8", "3.9")
+    assert rapids(m, "23.02", 11).python == ("3.8", "3.10") and rapids(m, "23.06", 11).python == ("3.9", "3.10")
+    old = [r for r in m.rapids if Version(r.version) < Version("23.08")]
+    assert len(old) == 13 and all(r.cuda_major == 11 for r in old)
+    # RAPIDS pip packages begin with 22.10: earlier releases state that they have none ('')
+    assert [r.version for r in old if r.pip_index_url == ""] == [r.version for r in old if Version(r.version) < Version("22.10")]
+    assert not [r for r in m.rapids if Version(r.version) < Version("21.06")]
+
+
 def test_rapids_cuda_ranges(m):
     assert not [r for r in m.rapids if r.cuda_major == 11 and Version(r.version) >= Version("25.08")]
     assert (rapids(m, "25.06", 12).cuda_min, rapids(m, "25.06", 12).cuda_max) == ("12.0", "12.9")

@@ -110,6 +110,9 @@ REQUESTS = {
     # a tf-nightly of 2.5 without rows of its own for CUDA 11.0: the CUDA-level checks and the ptxas warning
     "tf-nightly-25dev-cuda110-sm86-xla-fallback": spec({"tensorflow": "2.5.0.dev20201213"}, cuda="11.0",
                                                        gpus=("8.6",), python="3.8", installer="pip"),
+    # --- RAPIDS releases before 23.08 ---
+    "rapids-2202-conda-py310": spec({"rapids": "22.02"}, python="3.10", installer="conda"),
+    "rapids-cudf-cu11-2212-pip-py310": spec({"rapids": "22.12"}, cuda="11", python="3.10", installer="pip"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -198,3 +201,10 @@ def test_a_local_ptxas_that_predates_the_gpu_is_named():
     assert "ptxas of the local CUDA 11.3" in jax_case.conflicts[0].message
     tf_case = resolve(REQUESTS["tf-nightly-25dev-cuda110-sm86-xla-fallback"], matrix.load())
     assert any(w.kind == "ptx_jit" and "ptxas of the local CUDA 11.0" in w.message for w in tf_case.warnings)
+
+
+def test_a_rapids_release_before_23_08_names_its_own_pythons():
+    # the 22.02 row's Pythons (its release images and conda builds: 3.8, 3.9), not the family's
+    result = resolve(REQUESTS["rapids-2202-conda-py310"], matrix.load())
+    assert "published for Python 3.8-3.9" in result.conflicts[0].message
+    assert any("branch-22.02" in f.source for f in result.conflicts[0].facts)

@@ -33,8 +33,10 @@ class Rapids(Framework):
                 continue
             pythons = frozenset(r.python) if r.python else None
             min_cc = ComputeCapability.parse(r.min_compute_capability) if r.min_compute_capability else None
+            # pip_index_url '' states that the release has no pip packages (RAPIDS' began with 22.10)
+            installers = ("conda",) if r.pip_index_url == "" else ("conda", "pip")
             for minor in _minors_between(minors, r.cuda_min, r.cuda_max):
-                for installer in ("conda", "pip"):
+                for installer in installers:
                     out.append(Build(
                         framework=self.name, version=r.version, installer=installer, cuda=minor,
                         variant=f"cuda-version={minor}" if installer == "conda" else f"cu{r.cuda_major}",

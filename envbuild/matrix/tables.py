@@ -179,7 +179,7 @@ class RapidsRelease(Row):
     cuda_max: str = ""  # "12.2"
     driver_min_linux: str | None = None
     min_compute_capability: str | None = None  # "7.0"
-    pip_index_url: str | None = None  # where pip finds the -cuXX wheels
+    pip_index_url: str | None = None  # where pip finds the -cuXX wheels; "" = the release has none
 
 
 # --- matrices/cupy.yaml -------------------------------------------------------------------
