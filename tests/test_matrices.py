@@ -191,6 +191,16 @@ def test_dlc_rows_are_complete(m):
     assert arm and all(i.platforms == ("linux-aarch64",) for i in arm)
 
 
+def test_every_pytorch_image_records_its_python(m):
+    # the python3 the image runs, from its release's build definition and reports of the image
+    rows = {i.ref.split(":")[1]: i for i in m.base_images if i.family == "pytorch"}
+    assert rows and all(i.python for i in rows.values())
+    assert rows["2.8.0-cuda12.8-cudnn9-runtime"].python == "3.11"  # the official recipe's base
+    assert rows["1.12.0-cuda11.3-cudnn8-runtime"].python == "3.7" and rows["1.13.1-cuda11.6-cudnn8-runtime"].python == "3.10"
+    # a tag whose own image was not reported takes its release's, and says so
+    assert rows["2.8.0-cuda12.8-cudnn9-runtime"].inferred and not rows["2.8.0-cuda12.6-cudnn9-runtime"].inferred
+
+
 def test_base_image_marks(m):
     by_ref = {i.ref: i for i in m.base_images}
     assert by_ref["pytorch/pytorch:2.0.1-cuda11.7-cudnn8-runtime"].secondary  # only seen in public Dockerfiles

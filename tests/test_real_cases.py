@@ -208,3 +208,14 @@ def test_a_rapids_release_before_23_08_names_its_own_pythons():
     result = resolve(REQUESTS["rapids-2202-conda-py310"], matrix.load())
     assert "published for Python 3.8-3.9" in result.conflicts[0].message
     assert any("branch-22.02" in f.source for f in result.conflicts[0].facts)
+
+
+def test_the_official_pytorch_recipe_knows_its_base_images_python():
+    # pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime runs the conda Python 3.11 of its release's build
+    # (docker.Makefile PYTHON_VERSION), so the lock and the image check are for 3.11, with no guess
+    from envbuild.spec import load_spec
+
+    result = resolve(load_spec(Path(__file__).parent.parent / "recipes" / "pytorch-official.yaml"), matrix.load())
+    assert result.ok and result.resolved.python == "3.11"
+    assert result.resolved.base_image.ref == "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
+    assert not [w for w in result.warnings if w.kind == "unknown_fact"]
