@@ -555,7 +555,9 @@ def _ptxas_verdict(b: Build, g: Gpu, ix: Index) -> str | None:
     if rule is None:
         return None
     known = ix.toolkit_sms(b.cuda)
-    return None if known is None or g.sm in known[0] else rule.local_ptxas
+    if known is None or g.sm in known[0] or not ix.toolkit_runs_on(b.cuda, g.cc):
+        return None
+    return rule.local_ptxas
 
 
 def _split_kinds(problems: list[Problem]) -> tuple[frozenset[str], frozenset[str]]:

@@ -145,8 +145,8 @@ def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -
     sms, row = known
     out = []
     for g in gpus:
-        if g.sm in sms:
-            continue
+        if g.sm in sms or not ix.toolkit_runs_on(cuda, g.cc):
+            continue  # known to its ptxas, or no code of that toolkit runs on it (the toolkit link says so)
         first = ix.min_cuda_for_sm(g.sm)
         need = f"the ptxas of CUDA >= {first}" if first else "a ptxas that knows it"
         facts = (fact(f"CUDA {major_minor(parse_version(cuda))} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),
