@@ -163,6 +163,20 @@ def test_a_board_that_knows_its_memory_is_its_own_mig_parent(tmp_path):
                for c in conflicts)
 
 
+def test_tables_keyed_by_the_model_read_a_board_through_it(tmp_path):
+    # an A100-80GB target finds the AWS instances and the Flyte accelerator of the A100 model, at its size
+    from envbuild.targets import flyte
+    from envbuild.targets.job import Job
+
+    fleet = load_fleet(_fleet(tmp_path, (
+        "targets:\n  big:\n    gpu: A100-80GB\n    scheduler: {kind: batch, job_queue: q}\n"
+        "  sxm:\n    gpu: NVIDIA A100-SXM4-40GB\n    scheduler: {kind: flyte}\n")))
+    big, sxm = (Job(name=t.name, image="r/i@sha256:" + "0" * 64, target=t, gpus=8) for t in fleet.targets)
+    assert big.instance_types() == ["p4de.24xlarge"]  # 80 GB: not the 40 GB p4d
+    assert sxm.instance_types() == ["p4d.24xlarge", "p4de.24xlarge"]  # a 40 GB job fits either
+    assert flyte.accelerator(big) == ("A100_80GB", None) and flyte.accelerator(sxm) == ("A100", None)
+
+
 def test_a_jetson_or_grace_target_declared_linux_64_is_a_platform_conflict(tmp_path):
     # GH200 is an H100 (9.0, data center) on a Grace CPU: it must not share the x86 H100's answer
     path = _fleet(tmp_path, "targets:\n  h100:\n    gpu: H100\n    driver: 550.54.15\n    scheduler: {kind: k8s}\n"

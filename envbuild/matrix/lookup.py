@@ -98,17 +98,22 @@ def find_gpu(m: Matrices, text: str) -> Gpu | None:
     return rows[0] if len(rows) == 1 else None
 
 
+def gpu_model(m: Matrices, gpu: Gpu) -> Gpu:
+    """The model row a board row is a variant of, found by the board's name without its board
+    words ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-80GB" -> "NVIDIA A100"); the row itself when
+    it is a model. Tables keyed by model (MIG profiles, cloud instances) are read through it."""
+    key = gpu_match.loose_key(gpu.name)
+    return next((g for g in m.gpus if g is not gpu and gpu_match.exact_key(g.name) == key), gpu)
+
+
 def mig_parent(m: Matrices, gpu: Gpu | None) -> Gpu | None:
-    """The GPU row whose MIG profiles (matrices/mig.yaml) `gpu` offers: itself, or the model
-    a board row is a variant of ("NVIDIA A100-SXM4-80GB" -> "NVIDIA A100"); None when MIG does
-    not run on it. Which of the parent's profiles a board offers is then its memory's."""
+    """The GPU row whose MIG profiles (matrices/mig.yaml) `gpu` offers: itself, or its model
+    (`gpu_model`); None when MIG does not run on it. Which of the parent's profiles a board
+    offers is then its memory's."""
     if gpu is None:
         return None
     parents = {p.parent for p in m.mig_profiles}
-    if gpu.name in parents:
-        return gpu
-    model = gpu_match.loose_key(gpu.name)
-    return next((g for g in m.gpus if g.name in parents and gpu_match.exact_key(g.name) == model), None)
+    return next((g for g in (gpu, gpu_model(m, gpu)) if g.name in parents), None)
 
 
 def gpu_names(m: Matrices) -> list[str]:

@@ -31,13 +31,14 @@ MODULE_NAMES = ("subprocess", "Resources", "task", *ACCELERATORS.values(), "A100
 
 def accelerator(job: Job) -> tuple[str, str | None] | None:
     """(flytekit constant, MIG partition or None), or None when flytekit has no constant."""
-    row = job.gpu_row()
-    name = ACCELERATORS.get(row.name) if row else None
+    row, model = job.gpu_row(), job.gpu_model()
+    name = ACCELERATORS.get(row.name) or ACCELERATORS.get(model.name) if row else None
     target = job.target
-    if name == "A100" and target and target.gpu_memory_gib and target.gpu_memory_gib >= 70 and not target.mig:
+    big = bool(row and (row.memory_gb or 0) >= 70)  # a board that states its memory (A100-80GB)
+    if name == "A100" and target and (big or (target.gpu_memory_gib or 0) >= 70) and not target.mig:
         name = "A100_80GB"
     if name and target and target.mig:
-        parent = "A100_80GB" if name == "A100" and target.gpu_memory_gib and "80" in str(target.gpu) else name
+        parent = "A100_80GB" if name == "A100" and (big or (target.gpu_memory_gib and "80" in str(target.gpu))) else name
         if parent not in MIG_CAPABLE:
             raise UserError(f"flytekit names MIG partitions only of the A100; {target.describe_gpu()} has none",
                             where=target.where, hint="export this target for k8s, or use a target without mig")

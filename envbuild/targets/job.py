@@ -49,6 +49,16 @@ class Job:
 
         return find_gpu(matrix.load(), self.target.gpu)
 
+    def gpu_model(self):
+        """The model of the target's GPU (an A100-80GB board is an A100), or None."""
+        row = self.gpu_row()
+        if row is None:
+            return None
+        from envbuild import matrix
+        from envbuild.matrix.lookup import gpu_model
+
+        return gpu_model(matrix.load(), row)
+
     def compute_capability(self) -> str | None:
         if not self.target:
             return None
@@ -67,6 +77,7 @@ class Job:
         from envbuild import matrix
 
         need = self.target.gpu_memory_gib if self.target and not self.target.mig else None
+        names = {row.name, self.gpu_model().name}  # instances name the model (p4de: NVIDIA A100, 80 GB)
         rows = [i for i in matrix.load().cloud_instances
-                if i.gpu == row.name and i.gpus >= self.gpus and (need is None or i.gpu_memory_gb >= need * 0.95)]
+                if i.gpu in names and i.gpus >= self.gpus and (need is None or i.gpu_memory_gb >= need * 0.95)]
         return [i.instance_type for i in sorted(rows, key=lambda i: i.gpus)]

@@ -44,7 +44,7 @@ LABEL org.opencontainers.image.title="pytorch-dlc-a100" \
       io.envbuild.installer="pip" \
       io.envbuild.platform="linux-64" \
       io.envbuild.driver="580.95.05" \
-      io.envbuild.gpus="NVIDIA A100=8.0" \
+      io.envbuild.gpus="NVIDIA A100-80GB=8.0" \
       io.envbuild.base="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.12.1-cu130-amzn2023" \
       io.envbuild.prefix="/opt/env" \
       io.envbuild.probe="/opt/envbuild/probe.py" \
