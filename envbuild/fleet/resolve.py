@@ -76,8 +76,9 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -
     from envbuild.resolver import resolve
 
     from envbuild.matrix.lookup import find_gpu
+    from envbuild.resolver.named_base import with_named_base
 
-    m = matrix.load()
+    m = with_named_base(matrix.load(), spec)  # the spec's own base image, read once for every target
     memo: dict[Any, Resolution] = {}
 
     classes: dict[str, tuple] = {}

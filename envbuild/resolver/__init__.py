@@ -19,6 +19,7 @@ from envbuild.resolver.checks import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.gpu_driver import driver_gpu_problems
+from envbuild.resolver.named_base import with_named_base
 from envbuild.resolver.request import Request, read_request
 from envbuild.values import ConflictKind, major_minor
 from envbuild.versions import parse_version
@@ -52,10 +53,12 @@ def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = Fals
 
 
 def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
+    read = matrices is None  # the bundled matrices: the spec's own base image is read when they lack it
     if matrices is None:
         from envbuild import matrix
 
         matrices = matrix.load()
+    matrices = with_named_base(matrices, spec, read=read)
     ix = index(matrices)
     a = analyse(spec, ix, joint)
     conflicts = []
@@ -292,11 +295,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
         else:
             # The environment is built on the image's own Python, which the catalog does not
             # record: the lock would assume a Python the image may not have.
-            problems.append(Problem(
-                "unknown_fact",
-                f"the matrix does not record the Python of {image.ref}; envbuild assumed Python {python}, "
-                f"so pin `python:` to the image's Python (or choose base: cuda)",
-                soft=True))
+            problems.append(base_image.unknown_python(ix, image, python))
     for p in problems:
         hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
         (a.problems if hard else a.warnings).append(p)
