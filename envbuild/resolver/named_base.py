@@ -104,6 +104,7 @@ def named_row(m, spec: Spec, catalog: t.BaseImage | None, read: bool) -> t.BaseI
         framework=framework or None, framework_version=framework_version or None, cuda=facts.get("cuda"),
         cudnn=facts.get("cudnn"), python=facts.get("python"), os=facts.get("os"),
         platforms=catalog.platforms if catalog is not None else (spec.platform,),
+        python_source=catalog.python_source if catalog is not None and "python" not in stated else None,
         source="; ".join(origins) or f"{spec.base_image}: nothing stated, nothing read", unread=unread)
 
 
