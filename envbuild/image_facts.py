@@ -224,15 +224,3 @@ def _from_registry(ref: str, platform: str) -> ImageRead:
     return ImageRead(ref, where=f"the registry {reference.registry}", digest=digest, env=env,
                      notes=("python3 is run only in a local image: `docker pull` it to let envbuild read its "
                             "Python and packages",))
-
-
-def os_label(found: ImageRead) -> str | None:
-    """The OS as base image tags name it (ubuntu22.04, debian12, rockylinux9, ubi9), from
-    /etc/os-release; None when it does not say."""
-    release = dict(found.os)
-    name, version = release.get("ID"), release.get("VERSION_ID")
-    if not name or not version:
-        return None
-    major = version.split(".")[0]
-    return {"ubuntu": f"ubuntu{version}", "debian": f"debian{major}", "rocky": f"rockylinux{major}",
-            "rhel": f"ubi{major}", "centos": f"centos{major}", "amzn": f"amzn{version}"}.get(name)

@@ -37,9 +37,10 @@ if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
 
 def resolve(spec: Spec) -> Resolution:
     """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
+    from envbuild.image_facts import read
     from envbuild.resolver import resolve as run_resolver
 
-    resolution = run_resolver(spec)
+    resolution = run_resolver(spec, read_base=read)
     if not resolution.ok:
         raise Unresolved(resolution)
     return resolution

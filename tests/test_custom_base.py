@@ -112,7 +112,7 @@ def test_stated_facts_are_checked_like_the_catalogs():
 
 def test_nothing_known_is_a_warning_with_the_fix_and_a_conflict_under_strict():
     spec = Spec(cuda="12.4", installer="pip", base_image="acme.example/ml:1")
-    m = with_named_base(M, spec, read=False)
+    m = with_named_base(M, spec)
     assert m.named_base.family == CUSTOM_FAMILY and m.named_base.cuda is None
     r = resolve(spec, m)
     assert r.ok

@@ -44,21 +44,22 @@ class Analysis:
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False) -> Resolution:
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None) -> Resolution:
     """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
     skips the search for verified fixes, for a caller that shows none. `joint=True`: the
     spec is a fleet's joint request, the union of GPUs that sit on different hosts with
-    their oldest driver; whether each host's driver drives its GPU is left to the targets."""
-    return _resolve(spec, matrices, with_fixes=fixes, joint=joint)
-
-
-def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
-    read = matrices is None  # the bundled matrices: the spec's own base image is read when they lack it
+    their oldest driver; whether each host's driver drives its GPU is left to the targets.
+    `read_base(ref, platform)` reads what a base image outside the catalog carries
+    (`envbuild.image_facts.read`); without it only the facts the spec states are known."""
     if matrices is None:
         from envbuild import matrix
 
         matrices = matrix.load()
-    matrices = with_named_base(matrices, spec, read=read)
+    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
+
+
+def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
+    matrices = with_named_base(matrices, spec)  # a fix that names another base image
     ix = index(matrices)
     a = analyse(spec, ix, joint)
     conflicts = []

@@ -8,7 +8,7 @@ any image of `matrices/base_images.yaml`.
   (CUDA, cuDNN, Python, OS, flavour, framework) come, in this order, from the spec
   (`base_image: {ref: ..., cuda: ...}` or --base-fact), then from the image itself
   (`envbuild.image_facts`: its config env through the local engine or the registry, and
-  python3 run in it when the engine holds it). What neither says stays unknown, with the
+  python3 run in it when the engine holds it; the commands hand that reader in). What neither says stays unknown, with the
   reason in the row's `unread`; the resolver then reports those links as not checked.
 
 The row's `source` says where each fact came from.
@@ -25,10 +25,11 @@ _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")
 
 
-def with_named_base(m, spec: Spec, *, read: bool = True):
+def with_named_base(m, spec: Spec, *, read=None):
     """`m` with a row for the spec's `base_image` when the catalog has none for it as
-    named (or the spec states facts about it); `m` itself otherwise. With `read`, the
-    facts the spec leaves open are read from the image."""
+    named (or the spec states facts about it); `m` itself otherwise. `read(ref, platform)`
+    reads the facts the spec leaves open from the image (`envbuild.image_facts.read`,
+    handed in by the commands: the resolver itself reaches no engine or registry)."""
     if not spec.base_image or (m.named_base is not None and m.named_base.ref == spec.base_image):
         return m  # no base named, or its row is there (a fix resolved with the same matrices)
     catalog = catalog_image(m.base_images, spec.base_image)
@@ -41,32 +42,35 @@ def catalog_image(images, ref: str) -> t.BaseImage | None:
     """The catalog row `ref` names: the same reference (Docker Hub's `docker.io/` and
     `library/` prefixes aside), or the same repository path and tag under another registry
     or a path prefix (a mirror, a pull-through cache, another AWS region)."""
-    from envbuild.dockerfile.reference import parse
-    from envbuild.errors import UserError
-
     bare = ref.removeprefix("docker.io/").removeprefix("library/")
     exact = next((img for img in images if img.ref == bare), None)
-    if exact is not None:
+    if exact is not None or "@" in ref:
         return exact
-    try:
-        wanted = parse(ref)
-    except UserError:
+    wanted = _path_and_tag(ref)
+    if wanted is None:
         return None
-    if not wanted.tag:
-        return None
-    parts = wanted.path.split("/")
+    parts = wanted[0].split("/")
     suffixes = {"/".join(parts[i:]) for i in range(len(parts))}
-    for img in images:
-        try:
-            row = parse(img.ref)
-        except UserError:
-            continue
-        if row.tag == wanted.tag and row.path.removeprefix("library/") in suffixes | {wanted.path}:
-            return img
-    return None
+    return next((img for img in images if (row := _path_and_tag(img.ref)) is not None and row[1] == wanted[1]
+                 and row[0] in suffixes), None)
 
 
-def named_row(m, spec: Spec, catalog: t.BaseImage | None, read: bool) -> t.BaseImage:
+def _path_and_tag(ref: str) -> tuple[str, str] | None:
+    """(repository path without its registry host or Docker Hub's `library/`, tag); None
+    without a tag. A first component is a registry host when it has a dot or a colon or
+    is `localhost`, as Docker reads references."""
+    name, _, tag = ref.rpartition(":")
+    if not name or "/" in tag:
+        return None
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    if parts[0] == "library":
+        parts = parts[1:]
+    return "/".join(parts), tag
+
+
+def named_row(m, spec: Spec, catalog: t.BaseImage | None, read) -> t.BaseImage:
     """The row for the spec's base image: the catalog's (for a mirror path) or an empty
     `custom` one, with the stated facts laid over it and, for an image outside the
     catalog, the open facts read from the image."""
@@ -84,10 +88,8 @@ def named_row(m, spec: Spec, catalog: t.BaseImage | None, read: bool) -> t.BaseI
     unread = None
     if catalog is None:
         open_facts = [name for name in ("cuda", "cudnn", "python", "os", "flavour", "framework") if name not in stated]
-        if read and open_facts:
-            from envbuild import image_facts
-
-            found = image_facts.read(spec.base_image, spec.platform)
+        if read is not None and open_facts:
+            found = read(spec.base_image, spec.platform)
             learned, used = _read_facts(m, found)
             learned = {k: v for k, v in learned.items() if k in open_facts}
             facts.update(learned)
@@ -97,7 +99,7 @@ def named_row(m, spec: Spec, catalog: t.BaseImage | None, read: bool) -> t.BaseI
                                f"{what} through {found.where}")
             unread = found.problem or (found.notes[0] if found.notes else None)
         elif open_facts:
-            unread = "envbuild was not asked to read the image"
+            unread = "the image was not read"
     framework, framework_version = (facts.get("framework") or "").partition("==")[::2]
     return t.BaseImage(
         ref=spec.base_image, family=facts.get("family") or CUSTOM_FAMILY, flavour=facts.get("flavour"),
@@ -129,9 +131,7 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
         facts["python"], used["python"] = found.python, "python3 run in it"
     if "python" in facts:
         facts["python"] = ".".join(facts["python"].split(".")[:2])
-    from envbuild.image_facts import os_label
-
-    label = os_label(found)
+    label = os_label(dict(found.os))
     if label and label in {row.os for row in m.target_glibc}:  # an OS whose glibc a lock can state
         facts["os"], used["os"] = label, "/etc/os-release"
     return facts, used
@@ -148,3 +148,14 @@ def _env_fact(row: t.ImageEnv, value: str) -> str | None:
         return found.group(1) if found else None
     found = _VERSION.match(value.strip())
     return found.group(0) if found else None
+
+
+def os_label(release: dict[str, str]) -> str | None:
+    """The OS as base image tags name it (ubuntu22.04, debian12, rockylinux9, ubi9), from
+    /etc/os-release's ID and VERSION_ID; None when it does not say."""
+    name, version = release.get("ID"), release.get("VERSION_ID")
+    if not name or not version:
+        return None
+    major = version.split(".")[0]
+    return {"ubuntu": f"ubuntu{version}", "debian": f"debian{major}", "rocky": f"rockylinux{major}",
+            "rhel": f"ubi{major}", "centos": f"centos{major}", "amzn": f"amzn{version}"}.get(name)
