@@ -60,6 +60,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
     when it is current, else a fresh lock written there (or under `scratch` when no folder
     was named)."""
+    from envbuild.image_facts import read_local
     from envbuild.lock import api
     from envbuild.lock.check import check
 
@@ -73,7 +74,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if not quiet:
         print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
-        api.lock(spec, resolution, None, target, platform_resolutions=others)
+        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
     except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None

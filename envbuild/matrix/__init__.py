@@ -49,6 +49,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
     "image_env": ("base_images.yaml", "image_env", t.ImageEnv),
+    "base_carries": ("base_images.yaml", "base_carries", t.BaseCarries),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
     "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
     "wheels": ("wheels.yaml", "releases", t.WheelRelease),
@@ -88,6 +89,7 @@ class Matrices:
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     installer_pythons: tuple[t.InstallerPython, ...] = ()
     image_env: tuple[t.ImageEnv, ...] = ()
+    base_carries: tuple[t.BaseCarries, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     wheels: tuple[t.WheelRelease, ...] = ()
     mig_floors: tuple[t.MigFloor, ...] = ()

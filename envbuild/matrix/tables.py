@@ -322,6 +322,16 @@ class BaseFamily(Row):
 
 
 @dataclass(frozen=True)
+class BaseCarries(Row):
+    """What the Python of a framework image of `family` carries, for its `releases`: the
+    framework's pip packages at the image's build (the pip requirements of that build),
+    installed by pip with the wheels they pin exactly."""
+
+    family: str = ""  # a base family with a framework: pytorch
+    releases: str = ""  # PEP 440 specifier of the framework releases the record holds for: ">=2.6"
+
+
+@dataclass(frozen=True)
 class ImageEnv(Row):
     """What a variable in an image's config env says about a base image outside the
     catalog: its `fact` (cuda, cudnn, python, flavour, framework), either the variable's

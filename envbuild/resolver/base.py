@@ -118,6 +118,18 @@ def _same_version(image_version: str | None, version: str) -> bool:
     return a[:n] == b[:n]
 
 
+def carries_resolved_build(m, base: BaseImageChoice, framework, row: t.BaseCarries) -> bool:
+    """Does the catalog image `base` carry exactly the resolved `framework` build (the same
+    release and CUDA), for a release its family's `base_carries` record covers?"""
+    from envbuild import specifiers
+
+    img = catalog_image(m.base_images, base.ref)
+    if img is None or (img.framework or "").lower() != framework.name or not framework.cuda or not img.cuda:
+        return False
+    return _same_version(img.framework_version, framework.version) and _same_cuda(parse_version(img.cuda), framework.cuda) \
+        and specifiers.admits(row.releases, framework.version, True)
+
+
 def binds_python(img: t.BaseImage | BaseImageChoice, installer: str) -> bool:
     """Is the image's own Python the one the environment runs? Yes for a framework image
     (its framework lives in that Python) and for a pip venv over an OS-only base's
