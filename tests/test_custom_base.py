@@ -124,6 +124,27 @@ def test_nothing_known_is_a_warning_with_the_fix_and_a_conflict_under_strict():
     assert not strict.ok and {c.kind for c in strict.conflicts} == {"unknown_fact"}
 
 
+@pytest.mark.parametrize("env, facts", [
+    # a devel image inherits the runtime's variables: the devel ones decide its flavour
+    ({"CUDA_VERSION": "12.8.1", "NV_CUDA_LIB_VERSION": "12.8.1-1", "NV_CUDA_CUDART_DEV_VERSION": "12.8.90-1"},
+     {"cuda": "12.8.1", "flavour": "devel", "cudnn": None, "python": None}),
+    ({"NVIDIA_REQUIRE_CUDA": "cuda>=11.8 brand=tesla,driver>=470,driver<471", "NV_CUDA_CUDART_VERSION": "11.8.89-1"},
+     {"cuda": "11.8", "flavour": "base"}),
+    ({"CUDA_VERSION": "10.2.89", "CUDNN_VERSION": "7.6.5.32"}, {"cuda": "10.2.89", "cudnn": "7.6.5.32", "flavour": None}),
+    ({"PYTHON_VERSION": "3.11.9"}, {"python": "3.11", "cuda": None}),
+    ({"PYTORCH_VERSION": "2.4.0.dev20240514"}, {"framework": "pytorch", "framework_version": "2.4.0.dev20240514"}),
+])
+def test_what_an_image_config_env_says(env, facts):
+    """The env rows of matrices/base_images.yaml read as NVIDIA's and Python's images set them."""
+    from envbuild.image_facts import ImageRead
+
+    found = ImageRead("acme.example/ml:1", where="the registry acme.example", digest="sha256:" + "0" * 64,
+                      env=tuple(env.items()))
+    row = with_named_base(M, Spec(cuda="12.4", base_image="acme.example/ml:1"), read=lambda ref, platform: found).named_base
+    assert {name: getattr(row, name) for name in facts} == facts
+    assert row.source.endswith("read from acme.example/ml:1 (sha256:000000000000) through the registry acme.example")
+
+
 def test_every_image_env_row_names_a_fact():
     from envbuild.model import BASE_FACTS
 

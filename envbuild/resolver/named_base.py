@@ -138,9 +138,14 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _env_fact(row: t.ImageEnv, value: str) -> str | None:
-    if row.fact == "framework":
-        version = _VERSION.match(value.strip())
-        return f"{row.value}=={version.group(0)}" if row.value and version else None
+    if row.fact == "framework":  # the whole version: a nightly's 2.4.0.dev20240514 is not 2.4.0
+        from envbuild.versions import parse_version
+
+        try:
+            parse_version(value.strip())
+        except ValueError:
+            return None
+        return f"{row.value}=={value.strip()}" if row.value else None
     if row.value:
         return row.value
     if row.env == "NVIDIA_REQUIRE_CUDA":
