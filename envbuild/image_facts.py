@@ -45,6 +45,7 @@ except Exception:
     pass
 sys.stdout.write(json.dumps(found))
 """
+RUN_TIMEOUT = 120  # seconds for the one python3 run (the engine may start the container cold)
 REGISTRY_TIMEOUT = 5.0
 KEEP_READS = 64  # cached reads of local images; the oldest go first
 
@@ -145,33 +146,44 @@ def _text(value: object) -> str | None:
 
 def _run_python(image_id: str) -> dict:
     """python3 run once in the image (no network, removed afterwards): its JSON answer, or
-    {"missing": why} when the image has no python3 to run."""
+    {"missing": why} when the image has no python3 to run. The container is created,
+    started and waited for, and only then are its logs read: the SDK's one-call run()
+    follows the logs while the container starts and can miss a short run's output."""
+    import contextlib
+
     import docker.errors
     import requests
 
     from envbuild.image.engine import connect
 
-    try:  # the engine client's own timeout bounds the run
-        out = connect().containers.run(image_id, ["python3", "-c", _READ_PYTHON], entrypoint="",
-                                       network_disabled=True, remove=True, stdout=True, stderr=False)
-    except docker.errors.ContainerError as exc:
-        if exc.exit_status == 127:
-            return {"missing": "python3: not found"}
-        last = (str(exc.stderr or b"", "utf-8", "replace").strip().splitlines() or ["no output"])[-1][:200]
-        raise EnvironmentProblem(f"python3 in {image_id[:19]} exited with {exc.exit_status}: {last}") from None
+    container = None
+    try:
+        container = connect().containers.create(image_id, ["python3", "-c", _READ_PYTHON], entrypoint="",
+                                                network_disabled=True)
+        container.start()
+        status = container.wait(timeout=RUN_TIMEOUT).get("StatusCode")
+        out = container.logs(stdout=True, stderr=False)
+        err = container.logs(stdout=False, stderr=True)[-2000:].decode("utf-8", "replace")
     except docker.errors.APIError as exc:
         why = str(exc.explanation or exc)
         if "executable file not found" in why or "no such file" in why.lower():
             return {"missing": "python3: executable file not found"}
         raise EnvironmentProblem(f"the engine could not run python3 in {image_id[:19]}: {why[:200]}") from None
     except requests.exceptions.RequestException:
-        raise EnvironmentProblem(f"python3 in {image_id[:19]} did not answer in time") from None
+        raise EnvironmentProblem(f"python3 in {image_id[:19]} did not answer within {RUN_TIMEOUT} s") from None
+    finally:
+        if container is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
+    if status == 127:
+        return {"missing": "python3: not found"}
     try:
         found = json.loads(out)
     except ValueError:
         found = None
-    if not isinstance(found, dict):
-        raise EnvironmentProblem(f"python3 in {image_id[:19]} printed something other than its facts")
+    if status != 0 or not isinstance(found, dict):
+        last = (err.strip().splitlines() or ["no output"])[-1][:200]
+        raise EnvironmentProblem(f"python3 in {image_id[:19]} exited with {status}: {last}")
     return found
 
 

@@ -48,6 +48,7 @@ KEYS = {
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
     "image_env": (lambda r: [(r.env, r.fact)], (), ()),
+    "base_carries": (lambda r: [r.family], (), ("releases",)),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
     "family_rules": (lambda r: [(r.framework, r.releases, r.platform, r.gpu, r.python, r.min_compute_capability,
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
