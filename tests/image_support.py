@@ -28,6 +28,8 @@ FAMILY_BASES = {
     "tensorflow": ("tensorflow/tensorflow:2.15.0-gpu", None, "12.2"),
     "dlc": ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-ec2",
             None, "12.1"),
+    # a team's own base outside the catalog
+    "custom": ("registry.example.com/acme/ml-base:2024.1", "runtime", "12.4"),
 }
 
 
