@@ -23,12 +23,10 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from envbuild.lock.folder import BASE_PACKAGES as RECORD  # in the lock folder, next to the pip lock it describes
 
 
 @dataclass(frozen=True)
@@ -149,7 +147,7 @@ def _is_version(text: str) -> bool:
 
 # --- after the solve ------------------------------------------------------------------------
 
-def split(base: BaseContents | None, pins, resolution, note: str | None, request=None, exact_pins=None) -> Split:
+def split(base: BaseContents | None, pins, resolution, note: str | None, exact_pins=None) -> Split:
     """Which locked pins the base provides (the same version, or the resolved framework
     build the lock names in its index form) and which differ from the base's."""
     from packaging.version import InvalidVersion, Version
@@ -174,7 +172,7 @@ def split(base: BaseContents | None, pins, resolution, note: str | None, request
             from_base[name] = pin.version
         else:
             differs[name] = {"locked": pin.version, "base": have,
-                             "bytes": download_size(pin, request) if request is not None else None}
+                             "bytes": download_size(pin)}
     if differs:
         listed = ", ".join(f"{n} {d['locked']} (the base has {d['base']})" for n, d in sorted(differs.items()))
         total = sum(d["bytes"] or 0 for d in differs.values())
@@ -242,79 +240,42 @@ def _marker_environment(request) -> dict[str, str]:
             "platform_python_implementation": "CPython"}
 
 
-# --- the index's files of a pin -------------------------------------------------------------------
+# --- the files of a pin ---------------------------------------------------------------------------
 
-def _target_file(pin, request) -> tuple[dict, str] | None:
-    """The file of `pin` the target installs (its sha256 is one the lock pins, its tags fit
-    the target), and the index that lists it."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from envbuild.lock.pip_tags import platform_tags
-
-    hashes = {h.removeprefix("sha256:") for h in pin.hashes}
-    platforms = set(platform_tags(request.platform, request.glibc)) | {"any"}
-    python = "cp" + request.python.replace(".", "")
-    for url in request.indexes:
-        best = None
-        for entry in _index_files(url, pin.name):
-            if entry.get("sha256") and entry["sha256"] not in hashes:
-                continue
-            try:
-                _n, _v, _b, tags = parse_wheel_filename(entry["filename"])
-            except InvalidWheelFilename:
-                continue
-            if any(t.platform in platforms and t.interpreter in (python, "py3", f"py{request.python[0]}")
-                   or t.platform in platforms and t.abi == "abi3" for t in tags):
-                best = entry if best is None or (entry.get("size") or 0) > (best.get("size") or 0) else best
-        if best is not None:
-            return best, url
-    return None
+def _wheel(pin):
+    """The largest wheel of `pin` the target can install (the lock lists only those), or None."""
+    wheels = [f for f in pin.files if f.kind == "wheel"]
+    return max(wheels, key=lambda f: f.size or 0) if wheels else None
 
 
-def _index_files(url: str, name: str) -> list[dict]:
-    from envbuild.errors import EnvironmentProblem
-    from envbuild.pypi import SimpleIndex, _parse_project
-
-    if url.startswith("file:"):  # a local PEP 503 folder: <index>/<project>/index.html
-        page = Path(unquote(urlsplit(url).path)) / canonicalize_name(name) / "index.html"
-        try:
-            text = page.read_text(encoding="utf-8")
-        except OSError:
-            return []
-        return _parse_project(text, "text/html", page.as_uri())["files"]
-    try:
-        return SimpleIndex(url, timeout=10).files(name)
-    except EnvironmentProblem:
-        return []
-
-
-def download_size(pin, request) -> int | None:
-    found = _target_file(pin, request)
-    if found is None:
+def download_size(pin) -> int | None:
+    """What installing `pin` downloads: its wheel's size as the index states it (a local
+    file's own size), None when neither says."""
+    wheel = _wheel(pin)
+    if wheel is None:
         return None
-    entry, _url = found
-    if entry.get("size"):
-        return int(entry["size"])
-    if entry["url"].startswith("file:"):
+    if wheel.size:
+        return int(wheel.size)
+    if wheel.url.startswith("file:") or wheel.url.startswith("/"):
         try:
-            return os.path.getsize(unquote(urlsplit(entry["url"]).path))
+            return os.path.getsize(unquote(urlsplit(wheel.url).path) if wheel.url.startswith("file:") else wheel.url)
         except OSError:
             return None
     return None
 
 
 def _metadata(pin, request) -> str | None:
+    """The core metadata of `pin`'s wheel, read from its index (PEP 658, else a few range
+    requests into the wheel)."""
     from envbuild.errors import EnvironmentProblem
     from envbuild.pypi import SimpleIndex
 
-    found = _target_file(pin, request)
-    if found is None:
-        return None
-    entry, url = found
-    if url.startswith("file:"):
+    wheel = _wheel(pin)
+    if wheel is None or not wheel.url.startswith(("https:", "http:")):
         return None
     try:
-        return SimpleIndex(url, timeout=10).metadata(entry)
+        return SimpleIndex(request.index_url, timeout=10).metadata(
+            {"url": wheel.url, "filename": wheel.url.rsplit("/", 1)[-1]})
     except EnvironmentProblem:
         return None
 
@@ -350,4 +311,4 @@ def lock_over_base(resolution, request, *, timeout: float, allow_unhashed: bool,
     if locked is None:
         locked = pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)
     exact = exact_dependencies(base, locked.pins, request) if base is not None else {}
-    return locked, split(base, locked.pins, resolution, note, request, exact)
+    return locked, split(base, locked.pins, resolution, note, exact)
