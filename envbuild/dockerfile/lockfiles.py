@@ -125,9 +125,11 @@ def read_lock_dir(lock_dir: Path, platform: str) -> LockInput:
             return LockInput(files=(unified,), conda=conda, pip_lines=pip_lines, pip_lock=pip_lock)
     if pip_lock:
         base = folder.read_base_packages(lock_dir)
-        if base is not None and base.get("platform") != platform:
-            base = None  # the record speaks of the first platform's lock
         extra = (lock_dir / folder.BASE_PACKAGES,) if base is not None else ()
+        if base is not None and base.get("platform") != platform:  # the record speaks of the first platform's lock
+            base, extra = {"base_image": base.get("base_image"), "source": None, "from_base": {}, "differs": {},
+                           "note": f"what the base image provides was read for the {base.get('platform')} lock, so "
+                                   f"every pin of the {platform} lock is installed"}, ()
         return LockInput(files=(pip_lock, *extra), pip_lock=pip_lock, base=base)
     raise UserError(f"no lockfile for {platform} (looked for {explicit.name}, {unified.name}, "
                     f"{', '.join(pip_names)})",
