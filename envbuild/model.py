@@ -233,12 +233,15 @@ class Resolution:
 
     def to_json(self) -> dict[str, Any]:
         """The documented `--json` schema (see README, "JSON output")."""
+        from envbuild.report import checks_json  # report.py imports this module
+
         return {
             "verdict": self.verdict,
             "spec_hash": self.spec.hash(),
             "matrix_version": self.matrix_version,
             "resolved": to_jsonable(self.resolved),
             "conflicts": to_jsonable(self.conflicts),
+            "checks": checks_json(self),
             "warnings": to_jsonable(self.warnings),
         }
 

@@ -43,35 +43,51 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
     return "\n".join(lines)
 
 
-# The links the resolver checks, each named by the conflict kind that reports its failure.
+# The links the resolver checks: the conflict kind that reports a failure, the link's
+# name in `--json` (`checks[].link`) and its label.
 _LINKS = (
-    ("platform_unsupported", "platform"),
-    ("framework_cuda_mismatch", "framework build -> CUDA"),
-    ("driver_too_old", "CUDA -> driver"),
-    ("gpu_arch_unsupported", "GPU -> kernels"),
-    ("python_unsupported", "Python"),
-    ("cudnn_mismatch", "cuDNN"),
-    ("library_abi", "frameworks share CUDA"),
-    ("base_image_cuda_mismatch", "base image"),
+    ("platform_unsupported", "platform", "platform"),
+    ("framework_cuda_mismatch", "framework_build", "framework build -> CUDA"),
+    ("driver_too_old", "driver", "CUDA -> driver"),
+    ("gpu_arch_unsupported", "gpu_arch", "GPU -> kernels"),
+    ("python_unsupported", "python", "Python"),
+    ("cudnn_mismatch", "cudnn", "cuDNN"),
+    ("library_abi", "shared_cuda", "frameworks share CUDA"),
+    ("base_image_cuda_mismatch", "base_image", "base image"),
 )
 
 
-def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
+def check_lines(resolution: Resolution, conflicts: tuple[Conflict, ...] | list[Conflict] | None = None
+                ) -> list[tuple[str, str, str]]:
     """(status, link, detail) per link: CONFLICT when the resolver reported that kind, else
-    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU)."""
+    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU).
+    `conflicts`: the ones to judge by, when more than the resolution's (a fleet target's)."""
+    return [(status, label, "see above" if status == "CONFLICT" else detail)
+            for status, _name, label, detail in _checks(resolution, conflicts)]
+
+
+def checks_json(resolution: Resolution, conflicts: tuple[Conflict, ...] | list[Conflict] | None = None
+                ) -> list[dict[str, str]]:
+    """The check lines as `--json` gives them: `link` (a stable name), `label`, `status`
+    (ok, conflict, skipped) and `detail`."""
+    return [{"link": name, "label": label, "status": status.lower(), "detail": detail}
+            for status, name, label, detail in _checks(resolution, conflicts)]
+
+
+def _checks(resolution: Resolution, conflicts) -> list[tuple[str, str, str, str]]:
     spec, stack = resolution.spec, resolution.resolved
-    failed = {c.kind for c in resolution.conflicts}
+    failed = {c.kind for c in (resolution.conflicts if conflicts is None else conflicts)}
     out = []
-    for kind, link in _LINKS:
+    for kind, name, label in _LINKS:
         detail = _check_detail(kind, spec, stack)
-        if detail is None:
+        if kind in failed:  # a reported conflict always has its line
+            out.append(("CONFLICT", name, label, detail or "see the conflict"))
+        elif detail is None:
             continue
-        if kind in failed:
-            out.append(("CONFLICT", link, "see above"))
         elif detail.startswith("not checked"):
-            out.append(("skipped", link, detail))
+            out.append(("skipped", name, label, detail))
         else:
-            out.append(("ok", link, detail))
+            out.append(("ok", name, label, detail))
     return out
 
 
@@ -104,7 +120,7 @@ def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | No
     if kind == "base_image_cuda_mismatch":
         if stack and stack.base_image:
             return stack.base_image.ref
-        return spec.base_image
+        return spec.base_image or (f"{spec.base} image family" if spec.base != "auto" else None)
     return None
 
 
