@@ -8,6 +8,7 @@ problems become warnings (or, for unknown facts under --strict, conflicts).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
@@ -685,35 +686,47 @@ def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
     "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
     if b.archs is None:
         return "unlisted" if frameworks.get(b.framework).lists_archs else None
-    lowest_minor, lowest_ptx = _compiled(b, ix)
+    return runs_on(_compiled(b, ix), cc)
+
+
+def runs_on(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str | None:
+    """How a GPU of compute capability `cc` runs what an arch list carries (`compiled`):
+    None from a binary (of its major, at most its minor: sm_80 code runs on sm_86), "ptx"
+    from PTX the driver JIT-compiles (of an arch at most its own), else "cannot"."""
+    lowest_minor, lowest_ptx = carried
     minor = lowest_minor.get(cc.major)
     if minor is not None and minor <= cc.minor:
-        return None  # a binary of the GPU's major at most its minor (sm_80 code runs on sm_86)
+        return None
     if lowest_ptx is not None and lowest_ptx <= (cc.major, cc.minor):
         return "ptx"
     return "cannot"
 
 
+def compiled(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | None]:
+    """An arch list spelled out (`sm_XY` SASS, `compute_XY` PTX) as `runs_on` compares it:
+    the lowest minor of its real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and
+    its lowest PTX arch as (major, minor) or None."""
+    lowest: dict[int, int] = {}
+    ptx: list[tuple[int, int]] = []
+    for a in spelled:
+        kind, _, num = a.partition("_")
+        digits = "".join(ch for ch in num if ch.isdigit())
+        if not digits:
+            continue
+        major, minor = divmod(int(digits), 10)
+        if kind == "sm":
+            lowest[major] = min(minor, lowest.get(major, minor))
+        else:
+            ptx.append((major, minor))
+    return lowest, min(ptx) if ptx else None
+
+
 def _compiled(b: Build, ix: Index) -> tuple[dict[int, int], tuple[int, int] | None]:
-    """What build `b` carries, as what `_archs_verdict` compares: the lowest minor of its
-    real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and its lowest PTX arch
-    as (major, minor) or None. Once per build, as every GPU of a fleet is asked about."""
+    """`compiled` of build `b`'s archs, once per build, as every GPU of a fleet is asked about."""
     key = ("archs", id(b))
     found = ix.memo.get(key)
     if found is None:
-        lowest: dict[int, int] = {}
-        ptx: list[tuple[int, int]] = []
-        for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
-            kind, _, num = a.partition("_")
-            digits = "".join(ch for ch in num if ch.isdigit())
-            if not digits:
-                continue
-            major, minor = divmod(int(digits), 10)
-            if kind == "sm":
-                lowest[major] = min(minor, lowest.get(major, minor))
-            else:
-                ptx.append((major, minor))
-        found = ix.memo[key] = (lowest, min(ptx) if ptx else None)
+        found = ix.memo[key] = compiled(frameworks.get(b.framework).spelled_out_archs(b.archs))
     return found
 
 
