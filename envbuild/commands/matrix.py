@@ -46,6 +46,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if plugin.query_installer:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
+    p = sub.add_parser("grid", parents=[common],
+                       help="a framework's builds x GPU architectures: which carry SASS or PTX for which sm_")
+    p.add_argument("framework", metavar="FRAMEWORK", help="pytorch or tensorflow (the tables that list compiled architectures)")
+    p.add_argument("version", nargs="?", help="only these releases: 2.8.0, '2.*', '>=2.4'")
+    p.add_argument("--installer", choices=("conda", "pip"))
+    p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
+    p.add_argument("--gpu", action="append", default=[], metavar="NAME", help="highlight this GPU (repeatable)")
+    p.add_argument("--fleet", metavar="FLEET.yaml", help="highlight the GPUs of this fleet's targets")
+    p.add_argument("--host", action="store_true", help="highlight this host's GPUs (read with nvidia-smi)")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--html", metavar="FILE", help="write the grid as a self-contained HTML page")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown table (for a README or a pull request)")
     p = sub.add_parser("images", parents=[common], help="the base image catalog, filtered")
     p.add_argument("--family", choices=tuple(f.value for f in BaseFamily))
     p.add_argument("--cuda")
@@ -70,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.topic == "refresh":
         return _refresh(args)
+    if args.topic == "grid":
+        return _grid(args)
     m = matrix.load()
     handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
     data, lines = handler(m, args)
@@ -304,6 +318,13 @@ def _select(rows, query: str | None, topic: str):
 
 def _framework(m, args):
     topic = args.topic
+    rows = _framework_rows(m, topic, args)
+    data = {"framework": topic, "query": args.version, "rows": [_row(r) for r in rows]}
+    return data, _framework_lines(topic, rows)
+
+
+def _framework_rows(m, topic: str, args) -> list:
+    """The framework's rows that the version query, --installer and --cuda select."""
     table = getattr(m, frameworks.get(topic).table)
     if not table:
         raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
@@ -320,8 +341,7 @@ def _framework(m, args):
             raise _suggest(args.version, [_framework_version(r) for r in table], f"{topic} version", topic)
         raise UserError(f"no {topic} {args.version or ''} build matches the filters".replace("  ", " "),
                         where=f"matrix {topic}", hint="drop --installer/--cuda to see every build")
-    data = {"framework": topic, "query": args.version, "rows": [_row(r) for r in rows]}
-    return data, _framework_lines(topic, rows)
+    return rows
 
 
 def _cuda_matches(row, cuda: str) -> bool:
@@ -357,6 +377,89 @@ def _framework_lines(topic: str, rows) -> list[str]:
     if len(sources) > 8:
         lines.append(f"  ... and {len(sources) - 8} more (see --json)")
     return lines
+
+
+# --- grid ----------------------------------------------------------------------------------------------------
+def _grid(args) -> int:
+    from envbuild import matrix
+    from envbuild.matrix import grid
+
+    if args.html:
+        from envbuild import html
+
+        html.check_target(args.html, inputs=(args.fleet,))
+    m = matrix.load()
+    name = frameworks.aliases().get(args.framework.lower())
+    if name is None:
+        raise _suggest(args.framework, frameworks.names(), "framework", "grid")
+    args.framework = name
+    plugin = frameworks.get(name)
+    table = getattr(m, plugin.table)
+    if not table or not hasattr(table[0], "archs"):
+        listing = [p.name for p in frameworks.all() if getattr(m, p.table) and hasattr(getattr(m, p.table)[0], "archs")]
+        raise UserError(f"the {args.framework} rows record no compiled architectures", where="matrix grid",
+                        hint=f"the grid is drawn for {', '.join(listing)}; see `envbuild matrix {args.framework}`")
+    rows = _framework_rows(m, args.framework, args)
+    filters = {"version": args.version, "installer": args.installer, "cuda": args.cuda}
+    data = grid.grid(m, args.framework, rows, _highlighted(m, args), filters)
+    if args.html:
+        from envbuild import html
+        from envbuild.html import grid_page
+
+        html.write(args.html, grid_page.render(data))
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.markdown:
+        sys.stdout.write(grid.markdown(data))
+    elif args.html:
+        print(f"envbuild: wrote the {args.framework} grid ({len(data['rows'])} rows) to {args.html}", file=sys.stderr)
+    else:
+        print(grid.text(data))
+    return 0
+
+
+def _highlighted(m, args) -> list[dict]:
+    """The GPUs to highlight, from --gpu, --fleet and --host: each GPU once, with its
+    compute capability (None when the GPU table does not know it) and where it is."""
+    from envbuild.matrix import lookup as L
+
+    asked: list[tuple[str, str | None, str]] = []
+    for name in args.gpu:  # as `matrix gpu` reads a name: an unknown or ambiguous one is refused
+        if L.parse_compute_capability(name) is None:
+            rows = L.gpu_candidates(m, name)
+            if len(rows) > 1:
+                raise UserError(f"ambiguous GPU {name!r}: {' or '.join(f'{g.name} ({g.compute_capability})' for g in rows)}",
+                                where="matrix grid --gpu", hint="name the model in full, or give its compute capability")
+            if not rows:
+                close = difflib.get_close_matches(name, L.gpu_names(m), n=3, cutoff=0.5)
+                raise UserError(f"unknown GPU {name!r}", where="matrix grid --gpu",
+                                hint=f"did you mean {', '.join(map(repr, close))}?" if close
+                                else "give the model (A100, V100) or a compute capability (8.0)")
+        asked.append((name, None, "--gpu"))
+    if args.fleet:
+        from envbuild.fleet import load_fleet
+
+        asked += [(t.gpu, None, t.name) for t in load_fleet(args.fleet).targets]
+    if args.host:
+        from envbuild import hostinfo
+
+        asked += [(name, cc, "this host") for name, cc in hostinfo.detect(check_docker=False).gpus]
+    gpus: dict[str, dict] = {}
+    for text, cc, where in asked:
+        name = text
+        if cc is None:
+            cc = L.parse_compute_capability(text)
+            if cc is not None:
+                name = f"compute capability {cc}"
+        if cc is None:
+            row = L.find_gpu(m, text)
+            if row is not None:
+                name, cc = row.name, row.compute_capability
+        entry = gpus.setdefault(name, {"name": name, "compute_capability": cc, "on": []})
+        if where not in entry["on"]:
+            entry["on"].append(where)
+    return list(gpus.values())
 
 
 # --- images --------------------------------------------------------------------------------------------------
