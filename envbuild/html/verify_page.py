@@ -87,6 +87,7 @@ def _overview(targets: list[dict[str, Any]]) -> Markup:
 def _perf(checks: list[dict[str, Any]]) -> list[Markup]:
     """A bar per measured device of every perf check, its length the fraction of the peak."""
     out = []
+    bars = 0
     sources: list[str] = []  # the peaks' sources, each said once below the bars
     for c in checks:
         if not str(c.get("name", "")).startswith("perf."):
@@ -98,13 +99,14 @@ def _perf(checks: list[dict[str, Any]]) -> list[Markup]:
                          c.get("details")))
         for d in measured:
             out.append(_bar(c.get("name"), d))
+            bars += 1
             if d.get("peak") and d.get("peak_source") and d["peak_source"] not in sources:
                 sources.append(d["peak_source"])
     if sources:
         out.append(h("p", {"class": "source"}, "Peaks from matrices/gpu_peak.yaml: ", "; ".join(sources)))
     if not out:
         out.append(h("p", {"class": "meta"}, "No performance checks in this report (--no-perf, or the static probe)."))
-    else:
+    elif bars:
         out.append(h("p", {"class": "meta"}, f"The dashed line is {PERF_WARN_FRACTION:.0%} of the peak: below it "
                                               "the check warns (throttled or shared GPU, low clocks, a slow code path). "
                                               "Tensor-core peaks are dense (without sparsity)."))
