@@ -196,9 +196,12 @@ def test_grid_refuses_what_it_cannot_draw():
 
 # --- verify ---------------------------------------------------------------------------------------------
 def test_verify_page_bars_against_the_peak(browser, tmp_path):
+    import jsonschema
+
     from envbuild.html import verify_page
 
-    data = json.loads(H100_REPORT.read_text())
+    data = json.loads(H100_REPORT.read_text())  # an assembled report: it must be one `verify --json` could print
+    jsonschema.Draft202012Validator(json.loads((ROOT / "schema" / "verify.schema.json").read_text())).validate(data)
     page = tmp_path / "verify.html"
     page.write_text(verify_page.render(data))
     view = look_at(browser, page, tmp_path)
