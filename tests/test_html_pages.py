@@ -142,7 +142,7 @@ def test_grid_page_and_markdown_show_the_json(browser, tmp_path):
     assert [("mine" in h[1]) for h in table["heads"][1:-1]] == [bool(a["gpus"]) for a in archs]
     assert len(table["rows"]) == len(data["rows"])
     marks = {"sass": "S", "ptx": "P", "sass+ptx": "SP"}
-    runs = {"sass": "s-ok", "ptx": "s-warning", "none": "s-conflict", "unknown": "s-unchecked"}
+    runs = {"sass": "s-ok", "ptx": "s-warning", "cannot": "s-conflict", "unlisted": "s-unchecked"}
     for row, cells in zip(data["rows"], table["rows"]):
         assert cells[0][0].startswith(f"{row['version']} \u00b7 CUDA {row['cuda']}")
         for arch, (text, cls) in zip(archs, cells[1:-1]):
@@ -255,3 +255,37 @@ def _status_class(word: str) -> str:
     from envbuild.html.page import STATUSES, status_of
 
     return STATUSES[status_of(word)][0]
+
+
+def test_grid_says_what_resolve_says_of_each_build_on_each_gpu():
+    """The grid's verdicts are resolve's GPU -> kernels link, build by build."""
+    from envbuild import matrix
+    from envbuild.matrix import grid
+    from envbuild.resolver import resolve
+    from envbuild.spec import spec_from_mapping
+
+    m = matrix.load()
+    gpus = [{"name": n, "compute_capability": cc, "on": ["--gpu"]}
+            for n, cc in (("Tesla K80", "3.7"), ("Tesla V100-SXM2-16GB", "7.0"), ("NVIDIA T4", "7.5"),
+                          ("NVIDIA L4", "8.9"), ("GeForce RTX 5090", "12.0"))]
+    drivers = {"3.7": "470.239.06"}  # the last branch that drives Kepler; the grid does not judge drivers
+    rows = [r for r in m.pytorch if r.version in ("0.4.1", "1.0.0", "2.7.0", "2.8.0")]
+    data = grid.grid(m, "pytorch", rows, gpus)
+    seen = set()
+    for row in data["rows"]:
+        build = row["builds"][0]
+        if build["platforms"] != ["linux-64"]:
+            continue
+        for g in gpus:
+            spec = spec_from_mapping({"frameworks": {"pytorch": f"=={row['version']}"}, "cuda": row["cuda"],
+                                      "installer": build["installer"], "target": {"gpus": [g["name"]],
+                                                                     "driver": drivers.get(g["compute_capability"], "580.65.06")}})
+            answer = resolve(spec, m)
+            arch = next(c for c in answer.to_json()["checks"] if c["link"] == "gpu_arch")
+            verdict = row["runs"][g["compute_capability"]]["verdict"]
+            seen.add(verdict)
+            assert (arch["status"] == "conflict") == (verdict == "cannot"), (row["version"], row["cuda"], g, verdict)
+            if verdict != "cannot":
+                jit = any(w.kind == "ptx_jit" for w in answer.warnings)
+                assert jit == (verdict == "ptx"), (row["version"], row["cuda"], g, verdict)
+    assert seen >= {"sass", "ptx", "cannot"}

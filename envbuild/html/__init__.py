@@ -25,14 +25,15 @@ def check_target(path: str, *, inputs: tuple[str | None, ...] = (), others: tupl
     replace a file the command reads (`inputs`: the spec, the fleet file) or writes
     (`others`: --json FILE, --junit FILE)."""
     target = Path(os.path.abspath(path))
+    where = f"{flag} {path}"
     if target.is_dir():
-        raise UserError("is a folder, not a file", where=f"{flag} {path}", hint="name the page's file, e.g. report.html")
+        raise UserError("is a folder, not a file", where=where, hint="name the page's file, e.g. report.html")
     if not target.parent.is_dir():
-        raise UserError("its folder does not exist", where=f"{flag} {path}", hint="create the folder first, or name another file")
+        raise UserError("its folder does not exist", where=where, hint="create the folder first, or name another file")
     for name, paths in (("an input of this command", inputs), ("another output of this command", others)):
         for other in paths:
             if other and other != "-" and _same_file(target, Path(os.path.abspath(other))):
-                raise UserError(f"is {name} ({other}); the page would replace it", where=f"{flag} {path}",
+                raise UserError(f"is {name} ({other}); the page would replace it", where=where,
                                 hint="name another file for the page")
 
 

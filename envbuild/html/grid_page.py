@@ -11,10 +11,10 @@ from envbuild.matrix.grid import CARRIES, builds_label, your_gpus
 
 # what a cell shows -> its status colour: carried code, and how a highlighted GPU runs a build
 _CARRY_STATUS = {"sass": "ok", "sass+ptx": "ok", "ptx": "warning"}
-_RUN_STATUS = {"sass": "ok", "ptx": "warning", "none": "conflict", "unknown": "unchecked"}
-_RUN_TEXT = {"sass": "(S)", "ptx": "(P)", "none": "\u2717", "unknown": "?"}
-_RUN_WORDS = {"sass": "runs a binary", "ptx": "JIT-compiles PTX", "none": "cannot run it",
-              "unknown": "architectures not read"}
+_RUN_STATUS = {"sass": "ok", "ptx": "warning", "cannot": "conflict", "unlisted": "unchecked"}
+_RUN_TEXT = {"sass": "(S)", "ptx": "(P)", "cannot": "\u2717", "unlisted": "?"}
+_RUN_WORDS = {"sass": "runs a binary", "ptx": "JIT-compiles PTX", "cannot": "cannot run it",
+              "unlisted": "not read: the matrices lack the architectures"}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -61,11 +61,13 @@ def _run_legend(columns: list[dict[str, Any]]) -> Markup | None:
 
 def _grid(data: dict[str, Any], columns: list[dict[str, Any]], rows: list[dict[str, Any]], sources: list[str]) -> Markup:
     highlighted = any(c.get("gpus") for c in columns)
-    head = h("tr", {}, h("th", {"class": "row"}, "release \u00b7 CUDA"),
-             [h("th", {"class": "turn" + (" mine" if c.get("gpus") else ""), "scope": "col",
-                       "title": ", ".join(c.get("gpus") or []) or None},
-                h("span", {}, c.get("sm"), h("span", {"class": "gpu-note"}, " \u00b7 ", ", ".join(c["gpus"])) if c.get("gpus") else None))
-              for c in columns],
+    heads = []
+    for c in columns:
+        gpus = ", ".join(c.get("gpus") or [])
+        note = h("span", {"class": "gpu-note"}, " \u00b7 ", gpus) if gpus else None
+        heads.append(h("th", {"class": "turn mine" if gpus else "turn", "scope": "col", "title": gpus or None},
+                       h("span", {}, c.get("sm"), note)))
+    head = h("tr", {}, h("th", {"class": "row"}, "release \u00b7 CUDA"), heads,
              h("th", {"class": "row"}, "your GPUs") if highlighted else None)
     body = []
     for row in rows:
@@ -89,7 +91,7 @@ def _grid(data: dict[str, Any], columns: list[dict[str, Any]], rows: list[dict[s
 def _summary_status(row: dict[str, Any]) -> str:
     """The colour of the "your GPUs" cell: the worst of how its GPUs run the row."""
     verdicts = {run.get("verdict") for run in (row.get("runs") or {}).values()}
-    worst = next((v for v in ("none", "unknown", "ptx") if v in verdicts), "sass")
+    worst = next((v for v in ("cannot", "unlisted", "ptx") if v in verdicts), "sass")
     return STATUSES[_RUN_STATUS[worst]][0]
 
 
@@ -99,10 +101,10 @@ def _cell(row: dict[str, Any], column: dict[str, Any]) -> Markup:
     mine = " mine" if column.get("gpus") else ""
     if column.get("gpus"):
         run = (row.get("runs") or {}).get(column.get("compute_capability")) or {}
-        verdict = run.get("verdict", "unknown")
+        verdict = run.get("verdict", "unlisted")
         text = CARRIES[carried] if carried else _RUN_TEXT[verdict]
-        via = f" via {run['via']}" if run.get("via") and not carried else ""
-        title = f"{sm}: {', '.join(column['gpus'])} {_RUN_WORDS[verdict]}{via}"
+        how = f" via {run['via']}" if run.get("via") and not carried else f": {run['why']}" if run.get("why") else ""
+        title = f"{sm}: {', '.join(column['gpus'])} {_RUN_WORDS[verdict]}{how}"
         return h("td", {"class": f"cell {STATUSES[_RUN_STATUS[verdict]][0]}{mine}", "title": title}, text)
     if not carried:
         return h("td", {"class": "cell empty"}, "")

@@ -35,13 +35,13 @@ def render_fleet(data: dict[str, Any]) -> str:
     summary = data.get("summary") or {}
     counts = ", ".join(f"{summary.get(k, 0)} {w}" for k, w in (("pass", "passed"), ("fail", "failed"),
                                                                 ("not_run", "not run by envbuild")))
+    probe = "only the checks that need no GPU" if data.get("mode") == "static" else "every check"
     body = [h("header", {}, h("h1", {}, "Verify on a fleet: ", h("span", {"class": "mono"}, data.get("image"))),
               h("div", {"class": "verdict"}, kv([("verdict", badge(verdict)), ("targets", counts),
-                                                  ("probe", f"{data.get('mode')} ({'checks that need no GPU' if data.get('mode') == 'static' else 'every check'})"),
+                                                  ("probe", f"{data.get('mode')} ({probe})"),
                                                   ("time", f"{data.get('elapsed_s')} s")])))]
-    body.append(section("Targets", _overview(targets), legend(("pass", "fail", "not_run"),
-                                                              {"not_run": "not run: envbuild wrote the job, you submit it"}),
-                        id="targets"))
+    statuses = legend(("pass", "fail", "not_run"), {"not_run": "not run: envbuild wrote the job, you submit it"})
+    body.append(section("Targets", _overview(targets), statuses, id="targets"))
     for i, t in enumerate(targets):
         probe = t.get("probe") or {}
         where = [("status", badge(t.get("status"))), ("GPU", t.get("gpu")), ("scheduler", t.get("kind")),

@@ -4,7 +4,8 @@ architecture, and how the GPUs of a fleet or this host run each build.
 `grid()` answers with the JSON object (`matrix --json`, schema/matrix.schema.json);
 `text()` and `markdown()` render that object for a terminal and for a README or a pull
 request comment (`envbuild.html.grid_page` renders it as a page). How a GPU runs a build
-is the resolver's own rule (`envbuild.resolver.checks.runs_on`).
+is the resolver's own judgement of its GPU -> kernels link (`envbuild.resolver.checks.gpu_runs_build`):
+whether the build's CUDA toolkit can generate code for the GPU, then what the build carries.
 
 One row per release and CUDA variant whose builds carry the same architectures (pip and
 conda builds of a release that differ get a row each).
@@ -14,13 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from envbuild import frameworks
-from envbuild.resolver.checks import compiled, runs_on
+from envbuild.resolver.checks import gpu_runs_build
+from envbuild.resolver.context import index
 from envbuild.values import ComputeCapability
 
 # what a build carries for one architecture, as the grid's cells say it
 CARRIES = {"sass": "S", "ptx": "P", "sass+ptx": "SP"}
-# how a GPU runs a build (the resolver's verdict), as the grid's cells say it
-RUNS = {"sass": "\u2713", "ptx": "JIT", "none": "\u2717", "unknown": "?"}
 
 
 def grid(m: Any, framework: str, rows: list, gpus: list[dict[str, Any]],
@@ -34,7 +34,8 @@ def grid(m: Any, framework: str, rows: list, gpus: list[dict[str, Any]],
         key = (r.version, r.cuda, archs)
         row = grouped.get(key)
         if row is None:
-            row = grouped[key] = {"version": r.version, "cuda": r.cuda, "builds": [], "archs": list(archs) if archs is not None else None,
+            row = grouped[key] = {"version": r.version, "cuda": r.cuda, "builds": [],
+                                  "archs": list(archs) if archs is not None else None,
                                   "sources": [], "inferred": False, "secondary": False}
         row["builds"].append({"installer": getattr(r, "installer", "pip"), "package": getattr(r, "package", "") or None,
                               "platforms": list(getattr(r, "platforms", ()) or ())})
@@ -44,10 +45,11 @@ def grid(m: Any, framework: str, rows: list, gpus: list[dict[str, Any]],
         row["secondary"] = row["secondary"] or bool(r.secondary)
     ccs = sorted({ComputeCapability.parse(g["compute_capability"]) for g in gpus if g.get("compute_capability")})
     columns: set[ComputeCapability] = set(ccs)
+    ix = index(m)
     for row in grouped.values():
         row["cells"] = _cells(row["archs"])
         columns |= {ComputeCapability.parse(sm) for sm in row["cells"]}
-        row["runs"] = {str(cc): _runs(row["archs"], cc) for cc in ccs}
+        row["runs"] = {str(cc): _runs(row["archs"], row["cuda"], cc, ix) for cc in ccs}
     archs = [{"sm": f"sm_{cc.sm}", "compute_capability": str(cc),
               "gpus": [g["name"] for g in gpus if g.get("compute_capability") == str(cc)]} for cc in sorted(columns)]
     return {"query": "grid", "matrix_version": m.version, "framework": framework, "filters": dict(filters or {}),
@@ -66,21 +68,27 @@ def _cells(archs: list[str] | None) -> dict[str, str]:
     return dict(sorted(cells.items(), key=lambda item: ComputeCapability.parse(item[0])))
 
 
-def _runs(archs: list[str] | None, cc: ComputeCapability) -> dict[str, Any]:
-    """How a GPU of `cc` runs the row: sass (a binary of its major, `via` the one it
-    uses), ptx (JIT-compiled), none, or unknown (the row lists no architectures)."""
-    if archs is None:
-        return {"verdict": "unknown", "via": None}
-    verdict = runs_on(compiled(archs), cc)
-    if verdict is None:
-        binaries = [ComputeCapability.parse(a) for a in archs if a.startswith("sm_")]
+def _runs(archs: list[str] | None, cuda: str, cc: ComputeCapability, ix: Any) -> dict[str, Any]:
+    """How a GPU of `cc` runs the row, as resolve judges it (`verdict`: sass, ptx, cannot or
+    unlisted), the code it runs (`via`: the sm_ binary or compute_ PTX) and why not."""
+    verdict = gpu_runs_build(archs, cuda, cc, ix)
+    via = why = None
+    if verdict == "sass":
+        binaries = [ComputeCapability.parse(a) for a in archs or () if a.startswith("sm_")]
         best = max((b for b in binaries if b.major == cc.major and b.minor <= cc.minor), default=None)
-        return {"verdict": "sass", "via": f"sm_{best.sm}" if best is not None else None}
-    if verdict == "ptx":
-        ptx = [ComputeCapability.parse(a) for a in archs if a.startswith("compute_")]
+        via = f"sm_{best.sm}" if best is not None else None
+    elif verdict == "ptx":
+        ptx = [ComputeCapability.parse(a) for a in archs or () if a.startswith("compute_")]
         best = max((p for p in ptx if p <= cc), default=None)
-        return {"verdict": "ptx", "via": f"compute_{best.sm}" if best is not None else None}
-    return {"verdict": "none", "via": None}
+        via = f"compute_{best.sm}" if best is not None else None
+    elif verdict == "cannot":
+        toolkit = ix.toolkit_runs_on(cuda, cc)
+        why = (f"no sm_{cc.major}x binary up to sm_{cc.sm} and no PTX up to compute_{cc.sm} in the build" if toolkit
+               else f"CUDA {cuda} cannot generate code for sm_{cc.sm}")
+    else:
+        why = (f"the matrices do not list what CUDA {cuda} compiles for" if ix.toolkit_sms(cuda) is None
+               else "the build's compiled architectures were not read")
+    return {"verdict": verdict, "via": via, "why": why}
 
 
 # --- text and Markdown ---------------------------------------------------------------------------
@@ -104,7 +112,7 @@ def cell_text(row: dict[str, Any], column: dict[str, Any]) -> str:
     if carried or not column["gpus"]:
         return carried
     runs = row["runs"].get(column["compute_capability"], {}).get("verdict")
-    return {"sass": "(S)", "ptx": "(P)", "none": "x", "unknown": "?"}.get(runs, "")
+    return {"sass": "(S)", "ptx": "(P)", "cannot": "x", "unlisted": "?"}.get(runs, "")
 
 
 def your_gpus(row: dict[str, Any], data: dict[str, Any]) -> str:
@@ -113,13 +121,13 @@ def your_gpus(row: dict[str, Any], data: dict[str, Any]) -> str:
     verdicts: dict[str, list[str]] = {}
     for g in data["gpus"]:
         if g.get("compute_capability"):
-            verdict = row["runs"].get(g["compute_capability"], {}).get("verdict", "unknown")
+            verdict = row["runs"].get(g["compute_capability"], {}).get("verdict", "unlisted")
             verdicts.setdefault(verdict, []).append(g["name"])
     if not verdicts:
         return ""
     if set(verdicts) == {"sass"}:
         return "all"
-    words = {"none": "cannot", "ptx": "JIT", "unknown": "not read"}
+    words = {"cannot": "cannot", "ptx": "JIT", "unlisted": "not read"}
     return "; ".join(f"{words[v]}: {', '.join(verdicts[v])}" for v in words if v in verdicts)
 
 
@@ -145,7 +153,7 @@ def legend_lines(data: dict[str, Any]) -> list[str]:
     if marked:
         lines.append("* your GPUs: " + "; ".join(f"{c['sm']} {', '.join(c['gpus'])}" for c in marked)
                      + ". In their columns (S) = runs an older binary of its major, (P) = JIT from older PTX, "
-                       "x = cannot run it, ? = architectures not read.")
+                       "x = cannot run it (no code for it, or its CUDA cannot generate any), ? = not read.")
     unknown = [g["name"] for g in data["gpus"] if not g.get("compute_capability")]
     if unknown:
         lines.append(f"not in the GPU table (no column): {', '.join(unknown)}")

@@ -686,11 +686,24 @@ def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
     "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
     if b.archs is None:
         return "unlisted" if frameworks.get(b.framework).lists_archs else None
-    return runs_on(_compiled(b, ix), cc)
+    return how_gpu_runs(_compiled(b, ix), cc)
 
 
-def runs_on(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str | None:
-    """How a GPU of compute capability `cc` runs what an arch list carries (`compiled`):
+def gpu_runs_build(spelled: Iterable[str] | None, cuda: str, cc, ix: Index) -> str:
+    """How a GPU of compute capability `cc` runs a build of CUDA `cuda` that carries the
+    archs `spelled` (None: not read), as the GPU -> kernels link judges it: "cannot" when
+    the CUDA toolkit cannot generate code for the GPU, "unlisted" when the matrices lack
+    the toolkit's or the build's architectures, "ptx" for PTX JIT, "sass" for a binary."""
+    toolkit = _toolkit_verdict(cuda, cc, ix)
+    if toolkit is not None:
+        return toolkit
+    if spelled is None:
+        return "unlisted"
+    return how_gpu_runs(carried_archs(spelled), cc) or "sass"
+
+
+def how_gpu_runs(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str | None:
+    """How a GPU of compute capability `cc` runs what an arch list carries (`carried_archs`):
     None from a binary (of its major, at most its minor: sm_80 code runs on sm_86), "ptx"
     from PTX the driver JIT-compiles (of an arch at most its own), else "cannot"."""
     lowest_minor, lowest_ptx = carried
@@ -702,8 +715,8 @@ def runs_on(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str |
     return "cannot"
 
 
-def compiled(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | None]:
-    """An arch list spelled out (`sm_XY` SASS, `compute_XY` PTX) as `runs_on` compares it:
+def carried_archs(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | None]:
+    """An arch list spelled out (`sm_XY` SASS, `compute_XY` PTX) as `how_gpu_runs` compares it:
     the lowest minor of its real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and
     its lowest PTX arch as (major, minor) or None."""
     lowest: dict[int, int] = {}
@@ -722,11 +735,11 @@ def compiled(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | 
 
 
 def _compiled(b: Build, ix: Index) -> tuple[dict[int, int], tuple[int, int] | None]:
-    """`compiled` of build `b`'s archs, once per build, as every GPU of a fleet is asked about."""
+    """`carried_archs` of build `b`'s archs, once per build, as every GPU of a fleet is asked about."""
     key = ("archs", id(b))
     found = ix.memo.get(key)
     if found is None:
-        found = ix.memo[key] = compiled(frameworks.get(b.framework).spelled_out_archs(b.archs))
+        found = ix.memo[key] = carried_archs(frameworks.get(b.framework).spelled_out_archs(b.archs))
     return found
 
 
