@@ -43,7 +43,7 @@ def in_process_ms(fleet: Path, repeat: int) -> tuple[float, float, float]:
     from envbuild.fleet import load_fleet
     from envbuild.fleet.resolve import resolve_fleet, to_json
     from envbuild.html import grid_page, resolve_page
-    from envbuild.matrix import grid
+    from envbuild import arch_grid
     from envbuild.spec import spec_from_mapping
 
     spec = spec_from_mapping({"frameworks": {"pytorch": "*"}})
@@ -59,7 +59,7 @@ def in_process_ms(fleet: Path, repeat: int) -> tuple[float, float, float]:
     page_ms = statistics.median(timed(lambda: resolve_page.render_fleet(data, source="spec", fleet="fleet"))
                                 for _ in range(repeat))
     m = matrix.load()
-    table = grid.grid(m, "pytorch", list(m.pytorch), [])
+    table = arch_grid.grid(m, "pytorch", list(m.pytorch), [])
     grid_ms = statistics.median(timed(lambda: grid_page.render(table)) for _ in range(repeat))
     return json_ms, page_ms, grid_ms
 

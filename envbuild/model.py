@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envbuild.check_lines import checks_json
 from envbuild.values import BaseFamily, ConflictKind, Installer, Platform
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
@@ -233,8 +234,6 @@ class Resolution:
 
     def to_json(self) -> dict[str, Any]:
         """The documented `--json` schema (see README, "JSON output")."""
-        from envbuild.report import checks_json  # report.py imports this module
-
         return {
             "verdict": self.verdict,
             "spec_hash": self.spec.hash(),

@@ -382,7 +382,7 @@ def _framework_lines(topic: str, rows) -> list[str]:
 # --- grid ----------------------------------------------------------------------------------------------------
 def _grid(args) -> int:
     from envbuild import matrix
-    from envbuild.matrix import grid
+    from envbuild import arch_grid
 
     if args.html:
         from envbuild import html
@@ -401,7 +401,7 @@ def _grid(args) -> int:
                         hint=f"the grid is drawn for {', '.join(listing)}; see `envbuild matrix {args.framework}`")
     rows = _framework_rows(m, args.framework, args)
     filters = {"version": args.version, "installer": args.installer, "cuda": args.cuda}
-    data = grid.grid(m, args.framework, rows, _highlighted(m, args), filters)
+    data = arch_grid.grid(m, args.framework, rows, _highlighted(m, args), filters)
     if args.html:
         from envbuild import html
         from envbuild.html import grid_page
@@ -411,11 +411,11 @@ def _grid(args) -> int:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.markdown:
-        sys.stdout.write(grid.markdown(data))
+        sys.stdout.write(arch_grid.markdown(data))
     elif args.html:
         print(f"envbuild: wrote the {args.framework} grid ({len(data['rows'])} rows) to {args.html}", file=sys.stderr)
     else:
-        print(grid.text(data))
+        print(arch_grid.text(data))
     return 0
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from envbuild.fleet import Target
 from envbuild.memory_size import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
-from envbuild.report import checks_json
+from envbuild.check_lines import checks_json
 from envbuild.values import DriverVersion
 from envbuild.versions import parse_version
 
