@@ -95,7 +95,8 @@ def test_page_file_guards(tmp_path):
     spec.write_text((RECIPES / "pytorch-official.yaml").read_text())
     before = spec.read_bytes()
     for target, words in ((spec, "is an input of this command"), (tmp_path, "is a folder"),
-                          (tmp_path / "missing" / "p.html", "its folder does not exist")):
+                          (tmp_path / "missing" / "p.html", "its folder does not exist"),
+                          ("/dev/null", "is not a regular file")):
         proc = envbuild("resolve", spec, "--html", target)
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert spec.read_bytes() == before
@@ -107,6 +108,11 @@ def test_page_file_guards(tmp_path):
     assert envbuild("resolve", spec, "--html", page).returncode == 0
     assert page.read_text().startswith("<!DOCTYPE html>") and page.read_text().rstrip().endswith("</html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html", "spec.yaml"]
+    # a link to the page stays a link; the file it leads to gets the page
+    (tmp_path / "latest.html").symlink_to(page)
+    page.write_text("old")
+    assert envbuild("resolve", spec, "--html", tmp_path / "latest.html").returncode == 0
+    assert (tmp_path / "latest.html").is_symlink() and page.read_text().startswith("<!DOCTYPE html>")
 
 
 def test_hostile_spec_name_and_credentials_show_as_text(browser, tmp_path):

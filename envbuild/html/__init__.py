@@ -28,6 +28,8 @@ def check_target(path: str, *, inputs: tuple[str | None, ...] = (), others: tupl
     where = f"{flag} {path}"
     if target.is_dir():
         raise UserError("is a folder, not a file", where=where, hint="name the page's file, e.g. report.html")
+    if target.exists() and not target.is_file():  # a device or pipe would be replaced by a file
+        raise UserError("is not a regular file", where=where, hint="name a file for the page, e.g. report.html")
     if not target.parent.is_dir():
         raise UserError("its folder does not exist", where=where, hint="create the folder first, or name another file")
     for name, paths in (("an input of this command", inputs), ("another output of this command", others)):
@@ -47,6 +49,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def write(path: str, text: str) -> None:
-    """Write the page whole or not at all (a failed write leaves the old file)."""
+    """Write the page whole or not at all (a failed write leaves the old file); a symlink
+    stays one, and the file it leads to gets the page."""
     with atomic.naming(path):
-        atomic.write_text(path, text)
+        atomic.write_text(os.path.realpath(path), text)
