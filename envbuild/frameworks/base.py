@@ -59,6 +59,10 @@ class Framework:
     has_cpu_builds: bool = False  # CPU builds share the package name: the build string must say cuda
     # conda records published as CPU and GPU builds under one name (and CPU/GPU selectors)
     variant_records: tuple[str, ...] = ()
+    # it compiles its kernels at run time with the ptxas installed next to it (XLA): a ptxas
+    # newer than the driver's CUDA slows it down, or breaks it where the release needs its
+    # toolkit's own driver (envbuild/lock/cuda_check.py)
+    jit_ptxas: bool = False
 
     # --- `envbuild matrix FRAMEWORK` -------------------------------------------------------------
     query_installer: bool = False  # offer --installer

@@ -15,6 +15,7 @@ class Jax(Framework):
     pip_name_prefixes = ("jax-cuda",)  # jax-cuda12-plugin, jax-cuda12-pjrt
     conda_packages = ("jaxlib",)
     has_cpu_builds = True
+    jit_ptxas = True  # XLA compiles with the ptxas of nvidia-cuda-nvcc-cuXX
     variant_records = ("jaxlib",)
     index_sdist_projects = ("jax",)  # early jax releases were published as sdists only
 

@@ -53,7 +53,8 @@ class PipRequest:
     settings: PipSettings = field(default_factory=PipSettings)
     cuda: str | None = None  # the resolved CUDA the framework wheels are built for
     # `name==version` the solver must keep to if it installs `name` at all (never installs
-    # it): the versions the base image carries (envbuild.lock.base_packages)
+    # it): the versions the base image carries (envbuild.lock.base_packages), and the CUDA
+    # component wheels of the resolved CUDA release (envbuild.lock.cuda_check)
     constraints: tuple[str, ...] = ()
 
     @property
@@ -433,12 +434,14 @@ def requirement_line(pin: PipPin) -> str:
     return f"{pin.name}=={pin.version}" if pin.version else pin.name
 
 
-def render(lock: PipLock, stamp: Stamp, name: str = PIP_LOCKFILE) -> str:
-    """requirements.lock (`name` is the file's own name, for the install line)."""
+def render(lock: PipLock, stamp: Stamp, name: str = PIP_LOCKFILE, about: tuple[str, ...] = ()) -> str:
+    """requirements.lock (`name` is the file's own name, for the install line; `about`:
+    further header lines, such as what CUDA it installs)."""
     request = lock.request
     lines = [
         "# pip requirements lock written by `envbuild lock`; do not edit.",
         f"# Target: {request.platform}, CPython {request.python}.",
+        *(f"# {line}" for line in about),
     ]
     if lock.hashed:
         lines.append("# Every package is pinned with the sha256 of each file of it the target can install:")
