@@ -248,13 +248,13 @@ def render(rows: list[dict]) -> str:
     """wheels.yaml text: one flow-style row per line, sorted, so diffs stay line-sized."""
     lines = [HEADER.rstrip("\n"), "releases:"]
     for r in sorted(rows, key=lambda r: (r["package"], Version(r["version"]))):
-        lines.append("- {" + ", ".join(f"{k}: {_yaml(v)}" for k, v in r.items()) + "}")
+        lines.append("- {" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in r.items()) + "}")
     return "\n".join(lines) + "\n"
 
 
-def _yaml(value) -> str:
+def flow_yaml(value) -> str:
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     return "'" + str(value).replace("'", "''") + "'"
