@@ -33,6 +33,7 @@ from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
 from envbuild.model import Conflict, Fix, Resolution, Spec
 from envbuild.urls import mask, mask_text, strip_credentials
+from envbuild.versions import pypi_form
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."
@@ -114,11 +115,6 @@ def check_index_url(url: str, where: str = "--index-url") -> str:
     return url
 
 
-def _pypi_form(requirement: str) -> str:
-    """`torch==2.5.1+cu124` -> `torch==2.5.1`: the untagged wheel PyPI serves."""
-    return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
-
-
 def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None,
                       settings: PipSettings | None = None, extra_index_urls: tuple[str, ...] = ()) -> PipRequest | None:
     """What uv is asked for `platform` (whose own resolution `resolution` is): the resolved
@@ -141,7 +137,7 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
         from_pypi = framework.pypi_default and platform == stack.platform
         for text in framework.pip_requirements:
             _requirement(text, f"resolved {framework.name}")
-            text = _pypi_form(text) if from_pypi else text
+            text = pypi_form(text) if from_pypi else text
             requirements.append(text)
             frameworks.append(text)
         if framework.pip_index_url and not from_pypi and framework.pip_index_url not in extra:
