@@ -386,10 +386,6 @@ def _wrong_variant(pin: PipPin, cuda: str | None) -> str | None:
     return None
 
 
-def lock_pip(request: PipRequest, *, timeout: float = 10.0, allow_unhashed: bool = False) -> PipLock:
-    return checked_lock(request, resolve_uv(request, timeout), allow_unhashed=allow_unhashed)
-
-
 def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashed: bool) -> PipLock:
     """The lock of `pins`, refused when a wheel is not the resolved CUDA variant, or when a
     pin has no hash (uv hashes files the index publishes no hash for by reading them, so
