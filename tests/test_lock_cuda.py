@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import matrix
-from envbuild.lock import cuda_check
+from envbuild import cuda_packages, matrix
 from envbuild.lock.cuda_check import _Hold, _moved, _refusal, judge, toolkit_releases
 from envbuild.model import ResolvedFramework
 from envbuild.resolver import resolve
@@ -98,10 +97,10 @@ def test_another_cudnn_major_is_a_conflict():
 
 
 def test_conda_records_say_the_installed_cuda_too():
-    found = cuda_check.components([("cuda-cudart", "12.4.127"), ("cuda-nvcc-tools", "12.4.131"), ("cudnn", "9.3.0.75")])
+    found = cuda_packages.components([("cuda-cudart", "12.4.127"), ("cuda-nvcc-tools", "12.4.131"), ("cudnn", "9.3.0.75")])
     assert [(c.role, c.minor) for c in found] == [("runtime", "12.4"), ("ptxas", "12.4"), ("cudnn", "9.3")]
-    assert cuda_check.installed_cuda([("cudatoolkit", "11.8.0")], None) == "11.8"
-    assert cuda_check.installed_cuda([("numpy", "2.0")], "12.1") == "12.1"  # nothing locked: the fallback
+    assert cuda_packages.installed_cuda([("cudatoolkit", "11.8.0")], None) == "11.8"
+    assert cuda_packages.installed_cuda([("numpy", "2.0")], "12.1") == "12.1"  # nothing locked: the fallback
 
 
 # --- against the real PyPI ------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dic
 def installed_cuda(lock: LockInput, fallback: str | None) -> str | None:
     """The CUDA runtime (major.minor) the lock installs; `fallback` when it locks none (the
     framework's wheel or the base image carries the CUDA)."""
-    from envbuild.lock.cuda_check import installed_cuda as from_packages
+    from envbuild.cuda_packages import installed_cuda as from_packages
 
     return from_packages([(item.name, item.version) for item in locked_files(lock) if item.version], fallback)
 

@@ -9,8 +9,10 @@ plugin stays cheap.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from envbuild.matrix.wheels import IndexFields
 
 
 class Pins(NamedTuple):
@@ -19,15 +21,6 @@ class Pins(NamedTuple):
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url: str | None = None
-
-
-@dataclass(frozen=True)
-class IndexFields:
-    """What a release's core metadata adds to its `matrices/wheels.yaml` row."""
-
-    fields: dict[str, Any] = field(default_factory=dict)  # further keys of the row (`cuda`, `pins`, `inferred`)
-    notes: tuple[str, ...] = ()  # what could not be read, for the refresh report
-    pinned: dict[str, set[str]] = field(default_factory=dict)  # project -> releases it pins: recorded too
 
 
 class Framework:

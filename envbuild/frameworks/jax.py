@@ -1,7 +1,8 @@
 """JAX: one matrix row per release, with the CUDA majors its plugin wheels are built for."""
 from __future__ import annotations
 
-from envbuild.frameworks.base import Framework, IndexFields, Pins
+from envbuild.frameworks.base import Framework, Pins
+from envbuild.matrix.wheels import IndexFields
 
 _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 

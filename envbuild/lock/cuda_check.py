@@ -25,6 +25,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from envbuild.cuda_packages import Component, components
 from envbuild.model import Conflict, Fact, Fix, ResolvedStack
 from envbuild.package_sets import package_set
 
@@ -33,19 +34,6 @@ PTXAS_SOURCE = ("XLA's warning in xla/service/gpu/nvptx_compiler.cc, e.g. jax-ml
                 "driver 535.154.05, ptxas 12.3.107): \"The NVIDIA driver's CUDA version is 12.2 which is older than "
                 "the ptxas CUDA version (12.3.107). Because the driver is older than the ptxas version, XLA is "
                 "disabling parallel compilation\"")
-
-
-@dataclass(frozen=True)
-class Component:
-    """A locked package that carries part of the environment's CUDA."""
-
-    role: str  # runtime | ptxas | cudnn
-    package: str
-    version: str
-
-    @property
-    def minor(self) -> str:
-        return _minor(self.version)
 
 
 @dataclass(frozen=True)
@@ -217,9 +205,10 @@ def _moved(hold: _Hold, package: str, spec: str, releases: dict, tried: set) -> 
         return dataclasses.replace(hold, ptxas=moved)
     if package in package_set("cudnn_package"):
         return dataclasses.replace(hold, cudnn=None)
-    here = _key(hold.release or "0")
-    order = sorted(releases, key=lambda r: (_key(r) < here, abs(_key(r)[1] - here[1]) if len(here) > 1 else 0))
-    fits = [r for r in order if package in releases[r] and _admits(spec, releases[r][package]) and r not in tried]
+    here = _key(hold.release) if hold.release else (hold.major,)
+    newer = [r for r in releases if _key(r) > here]  # `releases` is oldest first
+    older = [r for r in reversed(list(releases)) if _key(r) < here]
+    fits = [r for r in newer + older if package in releases[r] and _admits(spec, releases[r][package]) and r not in tried]
     tried.update(fits[:1])
     return dataclasses.replace(hold, release=fits[0] if fits else None)
 
@@ -265,31 +254,6 @@ def lock_pip(m, request, cudnn: str | None, *, timeout: float, allow_unhashed: b
     return lock, tuple(dataclasses.replace(r, held=kept.get(r.package)) for r in released.values())
 
 
-# --- reading what is installed --------------------------------------------------------------
-
-def components(packages) -> tuple[Component, ...]:
-    """The CUDA runtime, ptxas and cuDNN among locked (name, version) pairs, pip's wheels
-    before conda's packages (the frameworks load the wheels first)."""
-    versions = {}
-    for name, version in packages:
-        versions.setdefault(name.lower().replace("_", "-"), version)
-    out = []
-    roles = (("runtime", package_set("cuda_runtime_package")), ("ptxas", package_set("ptxas_package")),
-             ("cudnn", package_set("cudnn_package")))
-    for role, names in roles:
-        found = sorted((n for n in names if n in versions), key=lambda n: (not n.startswith("nvidia-"), names.index(n)))
-        if found:
-            out.append(Component(role, found[0], versions[found[0]]))
-    return tuple(out)
-
-
-def installed_cuda(packages, fallback: str | None) -> str | None:
-    """The CUDA runtime (major.minor) locked among (name, version) pairs; `fallback` when
-    none is (the framework's wheel or the base image carries it)."""
-    runtime = next((c for c in components(packages) if c.role == "runtime"), None)
-    return runtime.minor if runtime else fallback
-
-
 def _ptxas_users(stack: ResolvedStack) -> list[str]:
     """The stack's frameworks that compile their kernels with the installed ptxas (XLA)."""
     from envbuild import frameworks
@@ -311,16 +275,14 @@ def judge(m, stack: ResolvedStack, platform: str, packages, released: tuple[Rele
         checks.append(_ptxas(m, stack, platform, by_role["ptxas"]))
     if "cudnn" in by_role and stack.cudnn:
         checks.append(_cudnn(stack, by_role["cudnn"], released))
-    return CudaReport(platform, stack.cuda, runtime.minor if runtime else None, found, released,
-                      tuple(c for c in checks if c is not None))
+    return CudaReport(platform, stack.cuda, runtime.minor if runtime else None, found, released, tuple(checks))
 
 
 def _driver_for(m, cuda: str, platform: str) -> str | None:
-    """The driver released with CUDA `cuda` (major.minor): runs it with every feature."""
-    rows = [r for r in m.cuda_releases if _minor(r.version) == cuda]
-    rows.sort(key=lambda r: _key(r.version))
-    return next(((r.min_driver_windows if platform.startswith("win") else r.min_driver_linux) for r in rows
-                 if (r.min_driver_windows if platform.startswith("win") else r.min_driver_linux)), None)
+    """The driver released with CUDA `cuda` (major.minor), which runs it with every feature."""
+    rows = sorted((r for r in m.cuda_releases if _minor(r.version) == cuda), key=lambda r: _key(r.version))
+    drivers = [r.min_driver_windows if platform.startswith("win") else r.min_driver_linux for r in rows]
+    return next((d for d in drivers if d), None)
 
 
 def _driver_facts(m, stack: ResolvedStack, platform: str):
@@ -330,7 +292,7 @@ def _driver_facts(m, stack: ResolvedStack, platform: str):
     return have, Fact(have.rule, have.source or "envbuild rule", have.inferred, have.secondary)
 
 
-def _runtime(m, stack: ResolvedStack, platform: str, c: Component) -> Check | None:
+def _runtime(m, stack: ResolvedStack, platform: str, c: Component) -> Check:
     said = f"CUDA runtime {c.minor} ({c.package} {c.version})"
     if not stack.driver or platform.startswith("osx"):
         return Check("runtime", "ok", f"{said}; no target driver to check it against")
@@ -362,7 +324,7 @@ def _native_rule(m, stack: ResolvedStack):
     return None
 
 
-def _ptxas(m, stack: ResolvedStack, platform: str, c: Component) -> Check | None:
+def _ptxas(m, stack: ResolvedStack, platform: str, c: Component) -> Check:
     said = f"ptxas {c.minor} ({c.package} {c.version})"
     if not stack.driver or platform.startswith("osx"):
         return Check("ptxas", "ok", f"{said}; no target driver to check it against")

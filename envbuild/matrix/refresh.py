@@ -81,8 +81,8 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
 
         def fields_of(release: tuple[str, str]):
             project, version = release  # what the project's plugin reads from the release's metadata
-            if project == TOOLKIT:
-                return _toolkit_fields(version, grouped[project].get(Version(version), ()), metadata)
+            if project == TOOLKIT:  # its metadata only: parsed below, in this thread (see _toolkit_fields)
+                return metadata([f for f, tags in grouped[project].get(Version(version), ()) if tags is not None])
             plugin = owner.get(project)
             if plugin is None:
                 return None
@@ -103,6 +103,8 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
     for package, version in releases:
         extra: dict = {}
         fields = read_fields[package, version]
+        if package == TOOLKIT:
+            fields = _toolkit_fields(version, fields[0])
         if fields is not None:
             extra.update(fields.fields)
             result.notes += fields.notes
@@ -152,13 +154,14 @@ def _toolkit_plan(files: dict) -> set[str]:
     return {str(v) for v in newest.values()}
 
 
-def _toolkit_fields(version: str, files: list, metadata):
-    """`pins: {all: ...}`: the component wheels (name==version) its `all` extra pins on Linux."""
-    from envbuild.frameworks.base import IndexFields
-
-    meta, _filename = metadata([f for f, tags in files if tags is not None])
+def _toolkit_fields(version: str, meta: str | None) -> w.IndexFields:
+    """`pins: {all: ...}`: the component wheels (name==version) its `all` extra pins on Linux,
+    from the release's metadata. Parsed in the calling thread, not the readers' pool: packaging
+    evaluates markers with `ast`, which CPython 3.11 does not run safely in several threads
+    at once ("AST constructor recursion depth mismatch"), and this metadata has a marker on
+    every line."""
     if not meta:
-        return IndexFields(notes=(f"{TOOLKIT} {version}: its metadata could not be read; no components recorded",))
+        return w.IndexFields(notes=(f"{TOOLKIT} {version}: its metadata could not be read; no components recorded",))
     pins = {}
     for req in w.requires_dist(meta):
         if req.marker is not None and not req.marker.evaluate({**w.LINUX, "extra": "all"}):
@@ -167,7 +170,7 @@ def _toolkit_fields(version: str, files: list, metadata):
         if exact:
             pins[req.name.lower()] = exact[0]
     fields = {"pins": {"all": " ".join(f"{n}=={v}" for n, v in sorted(pins.items()))}} if pins else {}
-    return IndexFields(fields)
+    return w.IndexFields(fields)
 
 
 # --- comparisons ---------------------------------------------------------------------------------
