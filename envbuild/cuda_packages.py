@@ -32,6 +32,8 @@ def components(packages) -> tuple[Component, ...]:
     roles = (("runtime", package_set("cuda_runtime_package")), ("ptxas", package_set("ptxas_package")),
              ("cudnn", package_set("cudnn_package")))
     for role, names in roles:
+        # pip's wheels first, then the conda packages in the set's order (their minors agree: cuda-version
+        # constrains cuda-cudart and cudatoolkit)
         found = sorted((n for n in names if n in versions), key=lambda n: (not n.startswith("nvidia-"), names.index(n)))
         if found:
             out.append(Component(role, found[0], versions[found[0]]))
