@@ -180,6 +180,12 @@ def sweep(all_cases: list[Case], cache: Cache, *, glibc: str, today: str, offlin
             todo.append(case)
 
     unreadable = _unreadable({c.index for c in todo if c.index}, next((c for c in todo if c.index), None))
+    if todo:
+        from uv import find_uv_bin
+
+        # uv's path is read from sysconfig, whose first read is not safe in several threads at
+        # once (its EXE came back None): read it here, before the pool does
+        find_uv_bin()
 
     def run(case: Case) -> tuple[Case, Answer]:
         if case.index in unreadable:
