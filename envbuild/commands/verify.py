@@ -8,7 +8,7 @@ HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5000/team/train:tag")
+    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5555/team/train:tag")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
