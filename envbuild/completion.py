@@ -14,7 +14,7 @@ BASH = """\
 {zsh_prelude}_envbuild_complete() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" command="${{COMP_WORDS[1]}}" words=""
     if [ "$COMP_CWORD" -eq 1 ]; then
-        words="{commands} --help --version --completion"
+        words="{commands} --help --version --completion --quiet --verbose"
     else
         case "$command" in
 {cases}
