@@ -95,9 +95,16 @@ class Progress:
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
             return
+        self._keep_status()
         self._clear()
         self.stream.write(text + "\n")
         self.stream.flush()
+
+    def _keep_status(self) -> None:
+        """A status line drawn in place stays when a line follows it: the state it had then."""
+        if self._transient and self._status_drawn:
+            self.stream.write("\n")
+            self._transient = self._status_drawn = False
 
     def _clear(self) -> None:
         if self._transient:
@@ -142,9 +149,7 @@ class Progress:
     def done(self) -> None:
         """Between steps: clear what is drawn in place; piped, the last status line."""
         self._stop_live()
-        if self._transient and self._status_drawn:  # a status line drawn in place stays: the step's outcome
-            self.stream.write("\n")
-            self._transient = False
+        self._keep_status()
         self._clear()
         if self._status is not None:
             self._write(self._status)

@@ -332,6 +332,14 @@ def test_a_polled_status_line_is_throttled_when_piped_and_its_last_state_shown()
     assert "a milestone" in lines and "\x1b" not in proc.stderr and "\r" not in proc.stderr
 
 
+def test_on_a_terminal_the_status_line_is_redrawn_in_place_and_its_last_state_kept():
+    from test_ci_output import through_pty
+
+    code, out = through_pty([sys.executable, "-c", STATUS_SCRIPT, "0.5"], env={**os.environ, "TERM": "xterm"})
+    assert code == 0 and out.count("\r\x1b[Kverify: ") == 39  # each poll over the one before
+    assert out.endswith("verify: 4/4 done (poll 40)\r\na milestone\r\n"), out[-200:]
+
+
 def test_a_byte_count_never_exceeds_its_total():
     from envbuild.progress import Progress
 
