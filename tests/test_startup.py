@@ -1,6 +1,6 @@
 """What `envbuild resolve` and `envbuild lock` load, checked by module names rather than by
 time (times vary with the machine; an import that should not happen shows up here at once).
-Also the caches that keep PyYAML and the hashing of the matrix files off a repeated run."""
+Also the caches that keep the hashing of the matrix files off a repeated run."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.spec import load_spec, parse, parsed_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,8 +24,8 @@ with contextlib.redirect_stdout(io.StringIO()):
 print(json.dumps({"code": code, "modules": sorted(sys.modules), "compiled": dataclass_code._added}))
 """
 
-# never on the `resolve` path: services, solvers, terminals and PyYAML once the caches are warm
-NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy", "yaml",
+# never on the `resolve` path: services, solvers, terminals and the stages after resolve
+NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy",
                    "asyncio", "envbuild.lock", "envbuild.dockerfile",
                    "envbuild.image", "envbuild.verify")
 
@@ -44,11 +43,11 @@ def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["pytorch-official.yaml", "pytorch-dlc.yaml"])  # the second has pip packages
-def test_resolve_with_warm_caches_loads_no_yaml_and_no_heavy_library(tmp_path, name):
+def test_resolve_with_warm_caches_loads_no_heavy_library(tmp_path, name):
     recipe = str(ROOT / "recipes" / name)
     code, cold, compiled = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
-    assert "yaml" in cold  # the first run parses the matrices and the spec
+    assert "yaml" in cold  # the first run parses the matrices
     assert compiled > 100  # ... and compiles the dataclasses' methods
     code, warm, compiled = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
@@ -63,58 +62,6 @@ def test_help_still_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
     for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
         assert f"    {name}" in done.stdout
-
-
-def test_cached_parse_equals_a_fresh_parse_and_follows_edits(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("name: demo\nframeworks:\n  pytorch: 2.1.2\ncuda: 12.1\npython: 3.10\n"
-                    "target: {driver: 535.104.05, gpus: [A100]}\n")
-    fresh = parse.parse_text(spec.read_text(), str(spec))
-    first, again = parse.read_spec_file(spec), parse.read_spec_file(spec)
-    for raw in (first, again):
-        assert (raw.data, raw.locations, raw.key_locations, raw.texts) == \
-               (fresh.data, fresh.locations, fresh.key_locations, fresh.texts)
-    assert again.text(("python",), again.data["python"]) == "3.10"  # the text as written survives the cache
-    assert load_spec(spec) == load_spec(spec)
-    spec.write_text(spec.read_text().replace("3.10", "3.11"))
-    assert load_spec(spec).python == "3.11"
-
-
-def test_each_cached_spec_has_its_own_file_and_the_oldest_go_first(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(parsed_cache, "KEEP", 2)
-    specs = []
-    for i in range(3):
-        spec = tmp_path / f"spec{i}.yaml"
-        spec.write_text(f"name: demo{i}\nframeworks:\n  pytorch: 2.1.{i}\n")
-        specs.append(spec)
-        parse.read_spec_file(spec)
-        entry = parsed_cache._entry_file(parsed_cache._folder(), spec.read_text(), str(spec))
-        os.utime(entry, (1_700_000_000 + i, 1_700_000_000 + i))  # written in this order, whatever the clock
-    folder = Path(parsed_cache._folder())
-    kept = sorted(folder.iterdir())
-    assert len(kept) == 2
-    assert parsed_cache._entry_file(str(folder), specs[0].read_text(), str(specs[0])) not in map(str, kept)
-    for spec in specs[1:]:  # hits come back equal to a fresh parse
-        raw, fresh = parse.read_spec_file(spec), parse.parse_text(spec.read_text(), str(spec))
-        assert (raw.data, raw.locations, raw.texts) == (fresh.data, fresh.locations, fresh.texts)
-
-
-def test_cache_keeps_errors_and_unstorable_values_out(tmp_path, monkeypatch):
-    from envbuild.errors import UserError
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("name: [unclosed\n")
-    for _ in range(2):  # the second time too the message comes from the parser
-        with pytest.raises(UserError, match="invalid YAML"):
-            parse.read_spec_file(bad)
-    dated = tmp_path / "dated.yaml"
-    dated.write_text("name: demo\nwhen: 2024-01-02\n")
-    assert str(parse.read_spec_file(dated).data["when"]) == "2024-01-02"
-    folder = Path(parsed_cache._folder())
-    assert not folder.exists() or list(folder.iterdir()) == []  # neither file is stored
 
 
 def test_cached_dataclass_code_is_what_python_compiles(tmp_path):

@@ -76,7 +76,7 @@ def read_spec_file(path: str | Path) -> RawSpec:
     source = str(path)
     if source == "-":
         data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
-        return _parse_cached(_decode(data, "<stdin>"), "<stdin>")
+        return parse_text(_decode(data, "<stdin>"), "<stdin>")
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
@@ -100,13 +100,7 @@ def read_spec_file(path: str | Path) -> RawSpec:
             data = handle.read(MAX_SPEC_BYTES + 1)  # /proc-style files report size 0
         except OSError as exc:
             raise UserError(f"cannot read spec file: {exc.strerror}", where=source) from None
-    return _parse_cached(_decode(data, source), source)
-
-
-def _parse_cached(text: str, source: str) -> RawSpec:
-    from envbuild.spec import parsed_cache
-
-    return parsed_cache.parse_text(text, source)
+    return parse_text(_decode(data, source), source)
 
 
 def _decode(data: bytes, source: str) -> str:
