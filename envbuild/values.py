@@ -67,7 +67,7 @@ class _Value:
         return f"{type(self).__name__}({str(self)!r})"
 
     def __reduce__(self):
-        # pickled as its text: `__setattr__` refuses the slot-by-slot state pickle would restore
+        # copied and pickled as its text: `__setattr__` refuses the slot-by-slot state they would restore
         return type(self).parse, (str(self),)
 
 

@@ -3,7 +3,9 @@ names does (packaging's order for versions), and bad text raises ValueError only
 spec reader turns it into a one-line UserError)."""
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -44,13 +46,12 @@ def test_cuda_version_round_trips(parts):
 
 @SETTINGS
 @given(CUDAS, DRIVER_TEXTS, CCS)
-def test_values_survive_pickle(cuda, driver, cc):
-    # the resolver's builds are cached as pickles (resolver/build_cache.py)
-    import pickle
-
+def test_values_survive_pickle_and_copy(cuda, driver, cc):
+    # `copy.deepcopy` (which `dataclasses.asdict` applies to them) and pickle rebuild a
+    # value from its text: the frozen `__setattr__` refuses a slot-by-slot copy
     for v in (CudaVersion.parse(cuda_text(cuda)), DriverVersion.parse(driver), ComputeCapability.parse(f"{cc[0]}.{cc[1]}")):
-        back = pickle.loads(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
-        assert type(back) is type(v) and back == v and str(back) == str(v) and hash(back) == hash(v)
+        for back in (pickle.loads(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)), copy.deepcopy(v)):
+            assert type(back) is type(v) and back == v and str(back) == str(v) and hash(back) == hash(v)
 
 
 @SETTINGS

@@ -58,15 +58,10 @@ class Index:
     def _builds(self, name: str) -> list[b.Build]:
         if name not in frameworks.names():
             return []
-        from envbuild.resolver import build_cache
-
-        made = build_cache.load(self.m, name)
-        if made is None:
-            made = frameworks.get(name).builds(self.m, self.minors)
-            # best first: newest release, then newest CUDA, then pip before conda
-            made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
-            build_cache.store(self.m, name, self.attach_wheels(made))
-        return made
+        made = frameworks.get(name).builds(self.m, self.minors)
+        # best first: newest release, then newest CUDA, then pip before conda
+        made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
+        return self.attach_wheels(made)
 
     @functools.cached_property
     def wheel_table(self) -> WheelTable:
