@@ -194,11 +194,6 @@ def top_level_import_us(importtime: str) -> int:
 # solve and its writing of the lock folder took (everything inside `folder.replacing`).
 CLI_CHILD = """
 import contextlib, json, sys, time
-try:  # what `main` does first, before the imports below would define the dataclasses
-    from envbuild import dataclass_code
-    dataclass_code.install()
-except ImportError:  # an older source tree
-    pass
 from envbuild.cli import main
 from envbuild.lock import folder, solve as solve_module
 spent = {"solve": 0.0, "write": 0.0}
@@ -231,11 +226,6 @@ leave(code)
 # solve request, everything `lock` does before the solver (it leaves there).
 TO_SOLVE_CHILD = """
 import os, sys
-try:
-    from envbuild import dataclass_code
-    dataclass_code.install()
-except ImportError:  # an older source tree
-    pass
 from envbuild.cli import main
 from envbuild.lock import solve as solve_module
 solve_module.solve = lambda *args, **kwargs: os._exit(0)

@@ -81,9 +81,6 @@ def main(argv: list[str] | None = None, *, leaving: bool = False) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from envbuild import dataclass_code
-
-    dataclass_code.install()  # before the commands import the modules that define dataclasses
     if hasattr(signal, "SIGXFSZ"):  # past `ulimit -f` a write fails with EFBIG instead of killing us
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # `envbuild COMMAND ...` parses with that subcommand alone; anything else (help, the
@@ -244,8 +241,8 @@ def leave(code: int) -> None:
 
     Finalization frees every object one at a time and collects cycles: 35 ms after one
     `resolve`, 150 ms after a 100-target fleet, time spent on nothing the user sees. The
-    standard streams are flushed and the atexit handlers (the code cache, the solver's
-    settle, temporary folders) run first, as a normal exit would. The normal exit is
+    standard streams are flushed and the atexit handlers (the solver's settle,
+    temporary folders) run first, as a normal exit would. The normal exit is
     kept while another non-daemon thread runs (it waits for it) and under a profiler or
     tracer (`python -m cProfile`, coverage), which write their results after `main`."""
     import atexit

@@ -17,11 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # run one command in a fresh interpreter and print the names of the modules it loaded
 CHILD = """
 import contextlib, io, json, sys
-from envbuild import dataclass_code
 from envbuild.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules), "compiled": dataclass_code._added}))
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 # never on the `resolve` path: services, solvers, terminals and the stages after resolve
@@ -30,12 +29,12 @@ NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "ri
                    "envbuild.image", "envbuild.verify")
 
 
-def _loaded(args: list[str], cache: Path) -> tuple[int, set[str], int]:
+def _loaded(args: list[str], cache: Path) -> tuple[int, set[str]]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     done = subprocess.run([sys.executable, "-c", CHILD, *args], env=env, capture_output=True, text=True, cwd=ROOT,
                           check=True)
     answer = json.loads(done.stdout.splitlines()[-1])
-    return answer["code"], set(answer["modules"]), answer["compiled"]
+    return answer["code"], set(answer["modules"])
 
 
 def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
@@ -45,13 +44,11 @@ def _hits(modules: set[str], banned: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("name", ["pytorch-official.yaml", "pytorch-dlc.yaml"])  # the second has pip packages
 def test_resolve_with_warm_caches_loads_no_heavy_library(tmp_path, name):
     recipe = str(ROOT / "recipes" / name)
-    code, cold, compiled = _loaded(["resolve", recipe], tmp_path)
+    code, cold = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
     assert "yaml" in cold  # the first run parses the matrices
-    assert compiled > 100  # ... and compiles the dataclasses' methods
-    code, warm, compiled = _loaded(["resolve", recipe], tmp_path)
+    code, warm = _loaded(["resolve", recipe], tmp_path)
     assert code == 0
-    assert compiled == 0
     assert _hits(warm, NOT_FOR_RESOLVE) == []
     # only the command that runs is imported and declared
     assert "envbuild.commands.resolve" in warm
@@ -62,19 +59,6 @@ def test_help_still_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
     for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
         assert f"    {name}" in done.stdout
-
-
-def test_cached_dataclass_code_is_what_python_compiles(tmp_path):
-    import marshal
-
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    subprocess.run([sys.executable, "-m", "envbuild", "resolve", str(ROOT / "recipes" / "cupy.yaml")], env=env,
-                   capture_output=True, check=True)
-    (path,) = (tmp_path / "envbuild").glob("dataclass-code-*.marshal")
-    codes = marshal.loads(path.read_bytes())
-    assert len(codes) > 100
-    for text, code in codes.items():
-        assert compile(text, "<string>", "exec", dont_inherit=True) == code
 
 
 def test_matrix_data_version_is_remembered_until_a_file_changes(tmp_path, monkeypatch):
