@@ -9,7 +9,8 @@ base already carries.
   its version, its C library, its OS release and the Python distributions it can import
   (`importlib.metadata`, what a venv made over it with system site packages sees). The
   answer is plain JSON kept in the cache folder under the image's ID, which names its
-  content, so it is never stale.
+  content, so it is never stale (`envbuild.user_cache` says which folders and files it
+  trusts).
 
 Nothing here guesses: a fact the image does not state stays None, and `problem` says why
 an image could not be read at all.
@@ -19,9 +20,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from envbuild import atomic
+from envbuild import user_cache
 from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.paths import cache_dir, forget_oldest
 
 # Run in the image with its own python3 (any 3.x: no f-strings, nothing newer than 3.5
 # outside the try). Its text is a constant: nothing from a spec or flag enters it.
@@ -187,26 +187,16 @@ def _run_python(image_id: str) -> dict:
     return found
 
 
-def _cache_file(image_id: str):
-    return cache_dir() / "images" / f"{image_id.removeprefix('sha256:')[:64]}.json"
+def _cache_name(image_id: str) -> str:
+    return f"{image_id.removeprefix('sha256:')[:64]}.json"
 
 
 def _cached(image_id: str) -> dict | None:
-    try:
-        found = json.loads(_cache_file(image_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
+    return user_cache.read_json("images", _cache_name(image_id))
 
 
 def _store(image_id: str, found: dict) -> None:
-    path = _cache_file(image_id)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, json.dumps(found, sort_keys=True) + "\n")
-        forget_oldest(path.parent, "*.json", KEEP_READS)
-    except OSError:
-        pass  # a read-only home only costs the next run one python3 start
+    user_cache.write_json(found, "images", _cache_name(image_id), keep=KEEP_READS)
 
 
 def _from_registry(ref: str, platform: str) -> ImageRead:
