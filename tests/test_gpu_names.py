@@ -94,7 +94,7 @@ def test_no_key_names_two_compute_capabilities(m):
     assert sorted(ambiguous) == ["rtx4000", "rtx5000", "rtx6000"]
 
 
-def test_index_is_cached_with_the_data(m):
+def test_index_is_compiled_with_the_data(m):
     assert isinstance(m.gpu_index, gpu_match.GpuIndex) and m.gpu_index.version == m.version
     assert L._gpu_index(m) is m.gpu_index  # no rebuild per process
 

@@ -8,7 +8,9 @@ through `envbuild.matrix.lookup` against the shipped data.
 from __future__ import annotations
 
 import collections
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from packaging.version import Version
 from envbuild import matrix
 from envbuild.matrix import lookup as L
 from envbuild.matrix import tables as t
+from envbuild.matrix.__main__ import main
+from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +72,42 @@ KEYS = {
 
 def test_every_table_is_described():
     assert set(KEYS) == set(matrix.TABLES)
+
+
+def test_the_compiled_matrices_are_the_yaml(m):
+    """Commands read envbuild/data/matrices.json: it must be what the YAML says today, with
+    every value of the same type (a tuple stays a tuple, 11.0 a float)."""
+    fresh = matrix.load_from(MATRICES_DIR)
+    assert COMPILED_MATRICES.read_text(encoding="utf-8") == matrix.to_json(fresh), \
+        "matrices/ changed: run `python -m envbuild.matrix` and commit envbuild/data/matrices.json"
+    assert m == fresh and m.version == fresh.version and m.gpu_index == fresh.gpu_index
+    for table in matrix.TABLES:
+        assert [repr(row) for row in getattr(m, table)] == [repr(row) for row in getattr(fresh, table)], table
+    assert main(["--check"]) == 0
+
+
+def test_an_edit_of_the_yaml_reaches_the_compiled_file(tmp_path):
+    data, target = tmp_path / "matrices", tmp_path / "matrices.json"
+    shutil.copytree(MATRICES_DIR, data)
+    gpus = data / "gpus.yaml"
+    gpus.write_text(gpus.read_text().replace("compute_capability: '8.0'", "compute_capability: '8.1'", 1))
+    assert matrix.compile_matrices(data, target) is True
+    compiled = matrix.from_json(json.loads(target.read_bytes()))
+    assert compiled == matrix.load_from(data) and compiled != matrix.load()
+    assert compiled.version != matrix.load().version
+    assert "8.1" in {g.compute_capability for g in compiled.gpus}
+    assert matrix.compile_matrices(data, target) is False  # current: not written again
+
+
+def test_the_data_version_names_the_yaml(tmp_path):
+    """Locks and images record the data version: any change to a data file changes it."""
+    data = tmp_path / "matrices"
+    shutil.copytree(MATRICES_DIR, data)
+    first = matrix.load_from(data).version
+    assert first == matrix.load().version
+    gpus = data / "gpus.yaml"
+    gpus.write_text(gpus.read_text() + "\n# a comment changes the data version\n")
+    assert matrix.load_from(data).version != first
 
 
 def test_platform_tables_are_populated(m):
@@ -349,10 +389,10 @@ def test_lock_targets(m):
 
 def test_a_row_needs_a_source_or_a_reason(tmp_path):
     (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler], reason: 'a rule'}\n")
-    assert matrix.load_from(tmp_path, use_cache=False).packages[0].reason == "a rule"
+    assert matrix.load_from(tmp_path).packages[0].reason == "a rule"
     (tmp_path / "packages.yaml").write_text("packages:\n  - {name: nvcc, sets: [needs_compiler]}\n")
     with pytest.raises(matrix.MatrixError, match=r"packages.yaml:packages\[0\]: every row needs a source"):
-        matrix.load_from(tmp_path, use_cache=False)
+        matrix.load_from(tmp_path)
 
 
 def test_dlc_region_rewrite():
@@ -390,7 +430,7 @@ def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
         "images:\n  - {ref: 'nvidia/cuda:12.4.1-base-ubuntu26.04', family: cuda, os: ubuntu26.04, source: x}\n")
     (tmp_path / "lock_targets.yaml").write_text("glibc:\n  - {os: ubuntu24.04, glibc: '2.39', source: x}\n")
     with pytest.raises(matrix.MatrixError, match=r"base_images.yaml:images\[0\]: OS 'ubuntu26.04' has no glibc row"):
-        matrix.load_from(tmp_path, use_cache=False)
+        matrix.load_from(tmp_path)
 
 
 def test_gpu_host_platforms_are_platforms_with_their_source(m):
@@ -418,8 +458,8 @@ def test_a_gpu_host_platform_that_is_no_platform_name_does_not_load(tmp_path, pl
         "gpus:\n  - {name: 'Jetson Imaginary', compute_capability: '8.7', host_platforms: " + platforms
         + ", host: 'a module', host_source: x, source: x}\n")
     with pytest.raises(matrix.MatrixError, match=re.escape("gpus.yaml:gpus[0]: " + error)):
-        matrix.load_from(tmp_path, use_cache=False)
+        matrix.load_from(tmp_path)
     (tmp_path / "gpus.yaml").write_text(
         "gpus:\n  - {name: 'Jetson Imaginary', compute_capability: '3.2', host_platforms: ['linux-armv7l'], "
         "host: 'a module', host_source: x, source: x}\n")
-    assert matrix.load_from(tmp_path, use_cache=False).gpus[0].host_platforms == ("linux-armv7l",)
+    assert matrix.load_from(tmp_path).gpus[0].host_platforms == ("linux-armv7l",)

@@ -508,7 +508,7 @@ def _refresh(args) -> int:
     directory = Path(args.data) if args.data else MATRICES_DIR
     if not (directory / "pytorch.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
-    m = matrix.load_from(directory, use_cache=False)
+    m = matrix.load_from(directory)
     index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
     started = time.perf_counter()
     result = refresh.read(m, index, frameworks.all())
@@ -527,6 +527,8 @@ def _refresh(args) -> int:
     try:
         if count and not args.check:
             refresh.write(directory, result.rows)
+            if directory == MATRICES_DIR:  # the bundled data: commands read its compiled copy
+                matrix.compile_matrices()
         if diff_file is not None:
             atomic.write_text(diff_file, text)
     except OSError as exc:
@@ -554,7 +556,7 @@ def _lock_proof(args) -> int:
     directory = Path(args.data) if args.data else MATRICES_DIR
     if not (directory / "pytorch.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
-    m = matrix.load_from(directory, use_cache=False)
+    m = matrix.load_from(directory)
     today = datetime.date.today().isoformat()
     every = proof.cases(m, every_release=args.every_release)
     if args.sample:  # cases the committed table answers, so that each one sampled is compared
@@ -586,6 +588,8 @@ def _lock_proof(args) -> int:
     try:
         atomic.write_text(directory / "lockable.yaml", proof.render(proof.rows(answers)))
         atomic.write_text(Path(args.diff) if args.diff else directory / "lockable.diff", text)
+        if directory == MATRICES_DIR:  # the bundled data: commands read its compiled copy
+            matrix.compile_matrices()
     except OSError as exc:
         from envbuild.errors import EnvironmentProblem
 

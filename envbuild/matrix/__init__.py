@@ -3,25 +3,29 @@
 Each YAML file holds one or more tables, each a list of rows whose keys are the
 fields of one dataclass in `envbuild.matrix.tables`. Loading is generic: a row with
 an unknown key or without a `source` is an error in the data, reported with its file
-and row number. `load()` is cached, so every command reads the files once.
+and row number.
+
+The YAML is the source; commands read a compiled copy. `python -m envbuild.matrix`
+checks the YAML files and writes their tables, with the GPU name index, to
+`envbuild/data/matrices.json` (package data, committed; a test holds it equal to the
+YAML), and `load()` reads that file: plain JSON, read in a few milliseconds where the
+YAML takes a fifth of a second to parse. Edit the YAML, then run the command.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import marshal
-import os
-import pickle
-import sys
-import time
-import zlib
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from envbuild import atomic
+import yaml
+
 from envbuild.matrix import tables as t
+from envbuild.matrix.gpu_match import GpuIndex, build_index
 from envbuild.model import FRAMEWORKS, GPU_HOST_PLATFORMS
-from envbuild.paths import MATRICES_DIR, cache_dir, forget_oldest
+from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
@@ -97,7 +101,7 @@ class Matrices:
     mig_floors: tuple[t.MigFloor, ...] = ()
     mig_profiles: tuple[t.MigProfile, ...] = ()
     cloud_instances: tuple[t.CloudInstance, ...] = ()
-    # name -> row lookup of `gpus`, built with the data so that the cache holds it (GpuIndex)
+    # name -> row lookup of `gpus`, compiled with the data (GpuIndex)
     gpu_index: Any = dataclasses.field(default=None, compare=False, repr=False)
     family_rules: tuple[t.FamilyRule, ...] = ()
     pythons: tuple[t.PythonRelease, ...] = ()
@@ -115,9 +119,6 @@ def _freeze(value: Any) -> Any:
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):  # a mapping field is kept as ((key, value), ...), like the lists
         return tuple((k, _freeze(v)) for k, v in value.items())
-    if isinstance(value, str):
-        # one object per distinct text: the cache pickles a repeated `source` only once
-        return sys.intern(value)
     return value
 
 
@@ -138,8 +139,6 @@ def _row(row_type: type, raw: Any, where: str):
 
 
 def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
-    import hashlib  # only when the data version is not known yet
-
     digest = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
     files: dict[str, bytes] = {}
     for path in sorted(directory.glob("*.yaml")):
@@ -148,32 +147,7 @@ def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
     return digest.hexdigest()[:12], files
 
 
-def _stat_key(directory: Path) -> tuple:
-    """Name, size and modification time of each data file: when these are unchanged the
-    content is taken as unchanged (Python's own bytecode cache makes the same bet)."""
-    stats = [(e.name, e.stat()) for e in os.scandir(directory) if e.name.endswith(".yaml")]
-    entries = sorted((name, info.st_size, info.st_mtime_ns) for name, info in stats)
-    return (SCHEMA_VERSION, str(directory), tuple(entries))
-
-
-def _known_version(directory: Path, key: tuple) -> str | None:
-    """The data version last computed for the files as `key` describes them, if any."""
-    try:
-        with open(_version_file(directory), "rb") as fh:
-            stored_key, version = marshal.loads(fh.read())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    return version if stored_key == key else None
-
-
-def _version_file(directory: Path) -> Path:
-    # one small file per data folder: several checkouts share one cache folder
-    return _cache_dir() / f"matrices-version-{zlib.crc32(str(directory).encode()):08x}.marshal"
-
-
 def _parse(version: str, files: dict[str, bytes]) -> Matrices:
-    import yaml  # only when the parsed cache is cold
-
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     documents: dict[str, dict] = {}
     for name, text in files.items():
@@ -188,8 +162,6 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
     _check_every_os_has_glibc(tables)
     _check_gpu_host_platforms(tables["gpus"])
-    from envbuild.matrix.gpu_match import build_index
-
     return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
 
 
@@ -233,95 +205,73 @@ def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:
     return tuple(out)
 
 
-def _cache_dir() -> Path:
-    return cache_dir()
+def load_from(directory: Path) -> Matrices:
+    """Read, check and type the tables of the YAML files in `directory` (with the GPU name
+    index). Parsing ~10k lines of YAML takes ~0.2 s: commands read the compiled copy
+    (`load()`); this is for compiling it, for tests and for `matrix refresh --data`."""
+    version, files = _read_files(directory)
+    return _parse(version, files)
 
 
-def load_from(directory: Path, *, use_cache: bool = True) -> Matrices:
-    """Load and validate the tables. Parsing ~10k lines of YAML costs ~200 ms, more than
-    the whole CLI budget, so the validated tables are cached as a pickle named by the
-    data version and a checksum of the classes it holds: any edit to the YAML or to those
-    classes changes the name and forces a fresh parse. The GPU name index is built here
-    too, so that it is cached with the tables."""
-    from envbuild.matrix.gpu_match import INDEX_FORMAT
-
-    # Reading and hashing the files (800 KB) to learn the data version costs more than
-    # unpickling the tables, so the version is remembered per file sizes and times.
-    key = _stat_key(directory) if use_cache else None
-    version = _known_version(directory, key) if use_cache else None
-    files = None
-    if version is None:
-        version, files = _read_files(directory)
-    # the cached object also holds the GPU name index, whose layout is versioned separately
-    cache = _cache_dir() / f"matrices-{version}-gpu{INDEX_FORMAT}-code{_code_key():08x}.pickle"
-    if use_cache:
-        try:
-            with open(cache, "rb") as fh:
-                cached = pickle.load(fh)
-            if isinstance(cached, Matrices) and cached.version == version:
-                if files is not None:
-                    _remember_version(directory, key, version)
-                return _read_from_files(cached)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, TypeError):
-            pass  # cold or stale cache: parse below
-    if files is None:
-        version, files = _read_files(directory)
-    matrices = _parse(version, files)
-    if use_cache:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            with atomic.replacing(cache, "wb") as fh:
-                pickle.dump(matrices, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            forget_oldest(cache.parent, "matrices-*.pickle", KEEP_TABLES)
-            _remember_version(directory, key, version)
-        except OSError:
-            pass  # a read-only home only costs speed
-    return _read_from_files(matrices)
+# --- the compiled copy: envbuild/data/matrices.json -----------------------------------------
+def to_json(m: Matrices) -> str:
+    """The tables as the compiled file holds them: a row per line with the fields that differ
+    from their defaults, so that a change to the YAML is a change to a few lines here."""
+    lines = ["{", f'"version": {json.dumps(m.version)},', '"tables": {']
+    for attr, (_, _, row_type) in TABLES.items():
+        rows = [_json_line(_changed_fields(row)) for row in getattr(m, attr)]
+        lines.append(f"{json.dumps(attr)}: [")
+        lines.extend(f"{row}," for row in rows[:-1])
+        lines.extend(rows[-1:])
+        lines.append("],")
+    lines[-1] = "]"
+    index = dataclasses.asdict(m.gpu_index)
+    lines += ["},", '"gpu_index": {']
+    lines.extend(f"{json.dumps(key)}: {_json_line(value)}," for key, value in index.items())
+    lines[-1] = lines[-1].rstrip(",")
+    lines += ["}", "}", ""]
+    return "\n".join(lines)
 
 
-def _read_from_files(m: Matrices) -> Matrices:
-    object.__setattr__(m, "_from_files", True)  # not a field: a `dataclasses.replace` copy lacks it
-    return m
+def _changed_fields(row: t.Row) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(row):
+        value = getattr(row, f.name)
+        if value != f.default or type(value) is not type(f.default):
+            out[f.name] = value
+    return out
 
 
-def from_files(m: Matrices) -> bool:
-    """Whether `m` is the tables as read from their files, so that `m.version` (their
-    content hash) names its content; a copy with tables replaced in memory keeps the
-    version of the files it was copied from."""
-    return getattr(m, "_from_files", False)
+def _json_line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
-def _code_key() -> int:
-    """A checksum of the code whose objects the cache holds: the row classes, `Matrices`,
-    the GPU index, and any envbuild module the row classes use (an enum of values, say).
-    Another envbuild (an upgrade, or a second checkout sharing the cache folder) with the
-    same data but other classes must not unpickle these objects."""
-    modules = {__name__, t.__name__, "envbuild.matrix.gpu_match"}
-    modules.update(m for m in (getattr(v, "__module__", None) for v in vars(t).values())
-                   if isinstance(m, str) and m.startswith("envbuild."))
-    checksum = 0
-    for name in sorted(modules):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path:
-            with open(path, "rb") as fh:
-                checksum = zlib.crc32(fh.read(), checksum)
-    return checksum
+def from_json(data: dict) -> Matrices:
+    """The Matrices the compiled file holds (`json.loads` of it; lists become the tables' tuples)."""
+    tables = {attr: tuple(row_type(**{k: _tuples(v) if type(v) is list else v for k, v in row.items()})
+                          for row in data["tables"][attr])
+              for attr, (_, _, row_type) in TABLES.items()}
+    index = data["gpu_index"]
+    gpu_index = GpuIndex(**{k: {key: _tuples(rows) if type(rows) is list else rows for key, rows in v.items()}
+                            if isinstance(v, dict) else v for k, v in index.items()})
+    return Matrices(version=data["version"], **tables, gpu_index=gpu_index)
 
 
-def _remember_version(directory: Path, key: tuple, version: str) -> None:
-    # A file written in the last seconds could change again within the filesystem's
-    # timestamp granularity without changing size or time ("racy" in git's terms): such
-    # a version is not remembered, so the next load hashes the files again.
-    if any(mtime > time.time_ns() - 2_000_000_000 for _, _, mtime in key[2]):
-        return
-    try:
-        with atomic.replacing(_version_file(directory), "wb") as fh:
-            marshal.dump((key, version), fh)
-    except OSError:
-        pass
+def _tuples(value: list) -> tuple:
+    return tuple([_tuples(v) if type(v) is list else v for v in value])
+
+
+def compile_matrices(directory: Path = MATRICES_DIR, target: Path = COMPILED_MATRICES) -> bool:
+    """Write the compiled copy of the YAML in `directory` (by default the bundled data) to
+    `target`; False when it was current already."""
+    text = to_json(load_from(directory))
+    if target.is_file() and target.read_text(encoding="utf-8") == text:
+        return False
+    target.write_text(text, encoding="utf-8")
+    return True
 
 
 @functools.lru_cache(maxsize=None)
 def load() -> Matrices:
-    return load_from(MATRICES_DIR)
+    """The matrices envbuild ships, as compiled from `matrices/` (see `python -m envbuild.matrix`)."""
+    return from_json(compiled_matrices())

@@ -17,8 +17,8 @@ A name that steps 2-4 lead to several rows is accepted only when all of them sha
 compute capability (the most general row is returned); otherwise it is ambiguous and the rows
 are reported, never guessed: "RTX 6000" is the Quadro RTX 6000 (7.5) or the RTX 6000 Ada (8.9).
 
-The index is built once per data version and kept in the matrix cache (see
-`envbuild.matrix.load_from`), so a CLI call only unpickles it.
+The index is built with the data and compiled with it into the package (see
+`envbuild.matrix`), so a command only reads it.
 """
 from __future__ import annotations
 
@@ -59,15 +59,10 @@ def family_key(text: str) -> str:
     return loose_key(" ".join(w for w in words(text) if w not in _LINE_WORDS))
 
 
-# Bump when GpuIndex or the keys change: a cached index of another format is rebuilt.
-INDEX_FORMAT = 1
-
-
 @dataclass(frozen=True)
 class GpuIndex:
     """Row numbers (into `Matrices.gpus`) by key; `version` is the data version it was built for."""
 
-    format: int
     version: str
     rows: int
     exact: dict[str, int]
@@ -87,7 +82,7 @@ def build_index(version: str, gpus) -> GpuIndex:
             for table, k in ((bag, bag_key(name)), (loose, loose_key(name)), (family, family_key(name))):
                 if k and i not in table.setdefault(k, []):
                     table[k].append(i)
-    return GpuIndex(INDEX_FORMAT, version, len(gpus), exact, *({k: tuple(v) for k, v in t.items()} for t in (bag, loose, family)))
+    return GpuIndex(version, len(gpus), exact, *({k: tuple(v) for k, v in t.items()} for t in (bag, loose, family)))
 
 
 def _specificity(gpu) -> tuple[int, int]:

@@ -71,9 +71,8 @@ def _memo(m: Matrices, what: str) -> dict:
 
 def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
     index = m.gpu_index
-    if (getattr(index, "format", None) == gpu_match.INDEX_FORMAT and index.version == m.version
-            and index.rows == len(m.gpus)):
-        return index  # built with the data and kept in the matrix cache
+    if index is not None and index.version == m.version and index.rows == len(m.gpus):
+        return index  # compiled with the data
     built = _memo(m, "gpu index")
     if "index" not in built:
         built["index"] = gpu_match.build_index(m.version, m.gpus)
