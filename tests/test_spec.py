@@ -310,7 +310,7 @@ def test_recipe_matches_schema_and_validates(recipe):
 def test_gpu_names_are_checked_by_the_catalog_the_caller_hands_in():
     # The spec layer sits below the matrices: on its own it judges only whether a GPU name is
     # readable; the GPU matrix's check (ambiguous names, nearest names) comes from the caller.
-    from envbuild.matrix.gpu_match import spec_gpu_check
+    from envbuild.matrix.lookup import spec_gpu_check
 
     text = "frameworks: {pytorch: null}\ntarget: {gpus: ['RTX 6000']}\n"
     assert spec_from_text(text).gpus == ("RTX 6000",)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from envbuild.matrix.gpu_match import spec_gpu_check
+from envbuild.matrix.lookup import spec_gpu_check
 from envbuild.model import Spec
 
 

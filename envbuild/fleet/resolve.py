@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbuild.fleet import Target
+from envbuild.fleet.model import Target
 from envbuild.memory_size import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
 from envbuild.check_lines import checks_json

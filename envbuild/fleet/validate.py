@@ -6,7 +6,7 @@ from typing import Any
 
 from envbuild import fields
 from envbuild.errors import UserError
-from envbuild.fleet import Fleet, Target
+from envbuild.fleet.model import Fleet, Target
 from envbuild.fleet.memory import gpu_row_memory
 from envbuild.memory_size import fmt_gib, parse_gib
 from envbuild.model import PLATFORMS
@@ -68,7 +68,7 @@ def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_s
     gpu = fields.text(_as_written(raw, path + ("gpu",), gpu), where(path + ("gpu",)), "gpu", limit=80).strip()
     row = find_gpu(m, gpu)
     if row is None and not is_compute_capability(gpu):
-        from envbuild.matrix.gpu_match import spec_gpu_check
+        from envbuild.matrix.lookup import spec_gpu_check
 
         hint = spec_gpu_check(gpu)[1]
         raise UserError(f"unknown GPU {gpu!r}", where=where(path + ("gpu",)),

@@ -107,22 +107,3 @@ def candidates(index: GpuIndex, gpus, text: str) -> list:
             return rows
     return []
 
-
-def spec_gpu_check(name: str) -> tuple[bool, str | None]:
-    """Whether the GPU matrix knows `name`; if not, a hint: the GPUs an ambiguous name may
-    mean (never a guess among them), or the nearest name it knows."""
-    from envbuild import matrix
-    from envbuild.matrix.lookup import gpu_candidates, gpu_key, gpu_names
-
-    m = matrix.load()
-    rows = gpu_candidates(m, name)
-    if len(rows) == 1:
-        return True, None
-    if rows:
-        either = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
-        return False, f"it may be {either}: name one, or give its compute capability"
-    import difflib  # only on bad input
-
-    names = {gpu_key(n): n for n in gpu_names(m)}
-    close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
-    return False, f"did you mean {names[close[0]]!r}?" if close else None

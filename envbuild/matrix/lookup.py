@@ -7,13 +7,14 @@ which rule applied and where it comes from, for messages and `--json` output.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
 from packaging.version import Version
 
 from envbuild import values
-from envbuild.matrix import Matrices
+from envbuild.matrix import Matrices, load
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
 from envbuild.versions import parse_version
@@ -118,6 +119,21 @@ def mig_parent(m: Matrices, gpu: Gpu | None) -> Gpu | None:
 def gpu_names(m: Matrices) -> list[str]:
     """Every name and alias, for "did you mean" suggestions."""
     return [name for gpu in m.gpus for name in (gpu.name, *gpu.aliases)]
+
+
+def spec_gpu_check(name: str) -> tuple[bool, str | None]:
+    """Whether the GPU matrix knows `name`; if not, a hint: the GPUs an ambiguous name may
+    mean (never a guess among them), or the nearest name it knows."""
+    m = load()
+    rows = gpu_candidates(m, name)
+    if len(rows) == 1:
+        return True, None
+    if rows:
+        either = " or ".join(f"{g.name} ({g.compute_capability})" for g in rows)
+        return False, f"it may be {either}: name one, or give its compute capability"
+    names = {gpu_key(n): n for n in gpu_names(m)}
+    close = difflib.get_close_matches(gpu_key(name), list(names), n=1, cutoff=0.6)
+    return False, f"did you mean {names[close[0]]!r}?" if close else None
 
 
 def parse_compute_capability(text: str) -> str | None:

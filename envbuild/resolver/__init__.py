@@ -15,7 +15,7 @@ from envbuild.model import BUILD_PLATFORMS, Conflict, Fact, Resolution, Resolved
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.problem import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.gpu_driver import driver_gpu_problems
@@ -68,7 +68,8 @@ def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Res
         if with_fixes:
             from envbuild.resolver.fixes import fixes_for
 
-            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint)))
+            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint),
+                                    lambda s: analyse(s, ix, joint)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
     warnings = tuple(Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in _dedupe(a.warnings))
     return Resolution(spec=spec, verdict="conflict" if conflicts else "ok", resolved=a.stack,

@@ -30,7 +30,7 @@ from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.problem import Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.named_base import catalog_image
 from envbuild.resolver.request import Request

@@ -9,27 +9,16 @@ problems become warnings (or, for unknown facts under --strict, conflicts).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from envbuild import frameworks
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, Lazy, fact
+from envbuild.resolver.problem import Problem
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
 from envbuild.versions import ordered_versions, parse_version, read_local_label
-
-@dataclass(frozen=True)
-class Problem:
-    """What one check found; a conflict when hard, a warning when soft."""
-
-    kind: str
-    message: str
-    facts: tuple[Fact, ...] = ()
-    soft: bool = False  # a warning, not a conflict (ptx_jit, unknown_fact, minor_version_compat)
-    framework: str | None = None
-    hints: dict = field(default_factory=dict, compare=False)  # for fixes: e.g. {"driver": "525.60.13"}
 
 
 class _Deferred(Problem):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from envbuild import frameworks
 from envbuild.resolver import checks, families
 from envbuild.frameworks.build import Build, known_pythons
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.problem import Problem
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import CudaPin, Request
 from envbuild.values import major_minor

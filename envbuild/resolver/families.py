@@ -11,6 +11,7 @@ from packaging.version import Version
 from envbuild import specifiers
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
+from envbuild.resolver.problem import Problem
 from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import parse_version
 
@@ -43,8 +44,6 @@ def _covers(r: t.FamilyRule, framework: str, version: Version | None, platform: 
 def platform_problems(ix: Index, framework: str, version: Version | None, label: str, platform: str,
                       python: str | None):
     """No GPU build on `platform`, or no wheel for `python` there."""
-    from envbuild.resolver.checks import Problem
-
     out = []
     rules = rules_for(ix, framework, version, platform)
     # a framework's own rule outranks the rule for every framework (TensorFlow 1.0/1.1 on macOS)
@@ -84,8 +83,6 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
     """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.
     With `gpus_only`, just the oldest GPU (for release rows that do not state one). `gpus`
     are the GPUs judged, by default the request's known ones."""
-    from envbuild.resolver.checks import Problem
-
     out = []
     for r in rules_for(ix, framework, version, None):
         if r.platform:
@@ -137,8 +134,6 @@ def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -
     """The GPUs whose exact architecture the ptxas of the local CUDA `cuda` toolkit does not
     know. Binary compatibility does not help here: XLA asks ptxas for the GPU's own sm_XY
     (Ada's sm_89 and Hopper's sm_90 need the ptxas of CUDA 11.8)."""
-    from envbuild.resolver.checks import Problem
-
     known = ix.toolkit_sms(cuda)
     if known is None:
         return []  # no architecture list for that CUDA: the toolkit link already says so

@@ -9,18 +9,21 @@ second, independent conflict, the candidate is combined with the first fix of th
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 from envbuild.model import Fix, Resolution, Spec
 from envbuild.resolver import checks
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.problem import Problem
 from envbuild.versions import cuda_to_local, parse_constraint, parse_version
 
 MAX_FIXES = 3
 MAX_TRIES = 10  # resolves spent per conflict
 
 
-def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], Resolution]) -> list[Fix]:
+def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], Resolution],
+              analyse_plain: Callable[[Spec], Any]) -> list[Fix]:
+    """The verified fixes of `p`; `resolve_plain` and `analyse_plain` resolve and analyse a
+    changed spec against the same data (without fixes)."""
     offered: list[Fix] = []
     seen: set = set()
     tries = 0
@@ -32,7 +35,7 @@ def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], 
         tries += 1
         if tries > MAX_TRIES:
             break
-        verified = _verify(spec, p, description, changes, analysis, resolve_plain)
+        verified = _verify(spec, p, description, changes, analysis, resolve_plain, analyse_plain)
         if verified is not None and all(f.changes != verified.changes for f in offered):
             offered.append(verified)
             if len(offered) == MAX_FIXES:
@@ -40,7 +43,8 @@ def fixes_for(spec: Spec, p: Problem, analysis, resolve_plain: Callable[[Spec], 
     return offered
 
 
-def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, resolve_plain) -> Fix | None:
+def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, resolve_plain,
+            analyse_plain) -> Fix | None:
     try:
         fixed = spec.with_changes(changes)
         result = _once(analysis, "resolution", fixed, resolve_plain)
@@ -50,10 +54,8 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
         return Fix(description, changes)
     # One more step for a second, independent conflict: merge the first candidate that
     # clears the remaining conflicts.
-    from envbuild.resolver import analyse
-
     try:
-        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix, analysis.joint))
+        second = _once(analysis, "analysis", fixed, analyse_plain)
     except Exception:  # noqa: BLE001
         return None
     if not second.problems:

@@ -8,7 +8,7 @@ are those of Linux drivers (matrices/cuda_driver.yaml, `architectures`).
 from __future__ import annotations
 
 from envbuild.matrix import lookup
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.problem import Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
 

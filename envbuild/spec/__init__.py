@@ -17,7 +17,7 @@ __all__ = ["load_spec", "spec_from_mapping", "spec_from_text", "RawSpec"]
 
 def load_spec(path: str | Path, gpu_check: GpuCheck | None = None) -> Spec:
     """Read, parse and validate a spec file; bad input raises `UserError`. GPU names are
-    checked against `gpu_check` (envbuild.matrix.gpu_match.spec_gpu_check) when given."""
+    checked against `gpu_check` (envbuild.matrix.lookup.spec_gpu_check) when given."""
     return validate_raw(read_spec_file(path), gpu_check)
 
 
