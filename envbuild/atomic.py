@@ -7,6 +7,7 @@ temporary file is removed and the target keeps its old content.
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
@@ -16,8 +17,6 @@ from typing import IO, Iterator
 def replacing(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Yield a file opened with `mode` ("w" is UTF-8 text, "wb" bytes) that becomes `path`
     when the block ends without an error."""
-    import tempfile  # here: `envbuild resolve` imports this module but seldom writes
-
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -1,20 +1,30 @@
 """The `envbuild` command line.
 
 Each subcommand lives in `envbuild/commands/<name>.py` with `HELP`, `configure(parser)`
-and `run(args) -> int`. Those modules import only the standard library at module
-level; heavy libraries (docker, rattler, conda-lock, cupy) are imported inside `run`
-so that `envbuild resolve` starts fast.
+and `run(args) -> int`; only the module of the command that runs is imported (all of
+them for `--help`). Like every module, they import what they use at the top, except the
+heavy optional libraries (docs/architecture.md).
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
+import gc
 import importlib
+import json
+import os
 import signal
 import sys
+import threading
 
-from envbuild import __version__
-from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors
+from envbuild import __version__, say
+from envbuild.completion import script
+from envbuild.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors
+from envbuild.jsonout import emit, wanted
+from envbuild.report import render
+from envbuild.terminal import for_stream, strip_ansi
+from envbuild.urls import mask_text
 
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
@@ -67,8 +77,6 @@ def _verbosity_after(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None, *, leaving: bool = False) -> int:
     """Run one command; `leaving`: the process exits right after (the console entry)."""
-    import gc
-
     collecting = gc.isenabled()
     try:
         return _main(sys.argv[1:] if argv is None else list(argv))
@@ -93,12 +101,8 @@ def _main(argv: list[str]) -> int:
     if args.quiet and args.verbose:
         return _fail(UserError("-q and -v ask for opposite things", where="-q/-v", hint="give one of them"),
                      json_wanted=_json_flag(argv))
-    from envbuild import say
-
     say.set_level(say.QUIET if args.quiet else say.VERBOSE if args.verbose else say.NORMAL)
     if getattr(args, "completion", None):
-        from envbuild.completion import script
-
         sys.stdout.write(script(args.completion, parser))
         return 0
     if not getattr(args, "_run", None):
@@ -107,23 +111,15 @@ def _main(argv: list[str]) -> int:
     try:
         return int(args._run(args) or 0)
     except Refused as exc:
-        from envbuild.jsonout import wanted
-
         return _refused(exc, json_wanted=wanted(args))
     except UserError as exc:
-        from envbuild.jsonout import wanted
-
         return _fail(exc, json_wanted=wanted(args))
     except BrokenPipeError:
         # A reader that stops early (`envbuild matrix ... | head`) is not an error; keep
         # Python's exit-time flush from raising again on the closed pipe.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:  # the operating system's answer (disk full, read-only, ...): one line, exit 3
-        from envbuild.jsonout import wanted
-
         return _fail(os_problem(exc), json_wanted=wanted(args))
     except KeyboardInterrupt:
         print("envbuild: interrupted", file=sys.stderr)
@@ -142,14 +138,10 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
     one-line rule is for the summary, the evidence keeps its lines."""
     _settle()
     if exc.evidence:
-        from envbuild.terminal import for_stream
-
         sys.stderr.write(for_stream(exc.evidence, sys.stderr).rstrip("\n") + "\n")
     for line in exc.lines():  # one mistake a line (a spec's are all reported at once)
         print(f"envbuild: error: {line}", file=sys.stderr)
     if json_wanted:
-        import json
-
         print(json.dumps(error_json(exc), indent=2))
     return exc.exit_code
 
@@ -157,14 +149,8 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
 def _refused(exc: Refused, *, json_wanted: bool) -> int:
     """A stage's own report of why it refused: the resolver's conflicts with their fixes,
     or the solver's conflicts one line each; with --json that stage's JSON object."""
-    from envbuild.errors import LockRefused, Unresolved
-    from envbuild.jsonout import emit
-    from envbuild.urls import mask_text
-
     _settle()
     if isinstance(exc, Unresolved):
-        from envbuild.report import render
-
         print(render(exc.resolution, colour=False), file=sys.stderr)
         if json_wanted:  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
             emit(exc.resolution.to_json())
@@ -214,9 +200,6 @@ def os_problem(exc: OSError) -> EnvironmentProblem:
 
 
 def error_json(exc: UserError) -> dict:
-    from envbuild.terminal import strip_ansi
-    from envbuild.urls import mask_text
-
     kind = {2: "bad_input", 3: "environment"}.get(exc.exit_code, "failed")  # failed: a build/push/verify, exit 1
 
     def masked(text):
@@ -245,10 +228,6 @@ def leave(code: int) -> None:
     temporary folders) run first, as a normal exit would. The normal exit is
     kept while another non-daemon thread runs (it waits for it) and under a profiler or
     tracer (`python -m cProfile`, coverage), which write their results after `main`."""
-    import atexit
-    import os
-    import threading
-
     if sys.getprofile() or sys.gettrace() or any(
             t is not threading.current_thread() and not t.daemon for t in threading.enumerate()):
         sys.exit(code)

@@ -1,4 +1,5 @@
 """Errors that end a command with one clear line instead of a traceback."""
+from envbuild.urls import mask_text
 
 
 class UserError(Exception):
@@ -20,8 +21,6 @@ class UserError(Exception):
             text += f" ({self.hint})"
         # One line, whatever the input held: control characters are shown escaped, and
         # credentials in URLs are masked.
-        from envbuild.urls import mask_text
-
         return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in mask_text(text))
 
 

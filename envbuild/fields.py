@@ -12,7 +12,9 @@ Lengths are checked before any pattern, and every pattern is applied with re.ful
 """
 from __future__ import annotations
 
+import keyword
 import re
+import shlex
 from typing import Any
 
 from envbuild.errors import UserError
@@ -109,8 +111,6 @@ def dns_label(value: Any, where: str, what: str) -> str:
 def python_identifier(value: str, where: str, what: str, *, taken: tuple[str, ...] = ()) -> str:
     """A name a generated module defines: an ASCII identifier, not a keyword, and not one
     of the names the module itself uses (`taken`)."""
-    import keyword
-
     if not (value.isascii() and value.isidentifier()) or keyword.iskeyword(value):
         raise UserError(f"{what} {value!r} is not a Python name", where=where,
                         hint="start with a letter; not a keyword like class or import")
@@ -364,8 +364,6 @@ def plain_name(value: Any, where: str, what: str) -> str:
 def command_argv(value: Any, where: str) -> tuple[str, ...]:
     """A command line split into its arguments as a POSIX shell splits it, without running
     a shell: each argument then reaches every job definition as one element."""
-    import shlex
-
     value = text(value, where, "the command", limit=8192)
     try:
         argv = shlex.split(value)

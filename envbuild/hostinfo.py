@@ -9,8 +9,9 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, field
 
-from envbuild import probe
+from envbuild import matrix, probe
 from envbuild.errors import EnvironmentProblem
+from envbuild.matrix.lookup import find_gpu
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -53,9 +54,6 @@ def detect(require_driver: bool = True, check_docker: bool = True) -> HostInfo:
 
 
 def _cc_from_matrix(name: str) -> str | None:
-    from envbuild import matrix
-    from envbuild.matrix.lookup import find_gpu
-
     gpu = find_gpu(matrix.load(), name)
     return gpu.compute_capability if gpu else None
 

@@ -17,11 +17,15 @@ an image could not be read at all.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 
 from envbuild import user_cache
+from envbuild.dockerfile.reference import parse
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.image.engine import connect, light_inspect
+from envbuild.registry import image_config
 
 # Run in the image with its own python3 (any 3.x: no f-strings, nothing newer than 3.5
 # outside the try). Its text is a constant: nothing from a spec or flag enters it.
@@ -90,8 +94,6 @@ def read_local(ref: str) -> ImageRead | None:
 
 
 def _local_record(ref: str) -> dict | None:
-    from envbuild.image.engine import light_inspect
-
     try:
         return light_inspect(ref)
     except (EnvironmentProblem, UserError):
@@ -149,12 +151,8 @@ def _run_python(image_id: str) -> dict:
     {"missing": why} when the image has no python3 to run. The container is created,
     started and waited for, and only then are its logs read: the SDK's one-call run()
     follows the logs while the container starts and can miss a short run's output."""
-    import contextlib
-
     import docker.errors
     import requests
-
-    from envbuild.image.engine import connect
 
     container = None
     try:
@@ -200,9 +198,6 @@ def _store(image_id: str, found: dict) -> None:
 
 
 def _from_registry(ref: str, platform: str) -> ImageRead:
-    from envbuild.dockerfile.reference import parse
-    from envbuild.registry import image_config
-
     try:
         reference = parse(ref)
         found = image_config(reference, platform, timeout=REGISTRY_TIMEOUT)

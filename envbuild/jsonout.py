@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import sys
 
+from envbuild.model import to_jsonable
+
 
 def emit(data: dict) -> None:
     """Print `data` as the command's one JSON object."""
-    from envbuild.model import to_jsonable
-
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, default=str) + "\n")
     sys.stdout.flush()
 

@@ -8,6 +8,8 @@ metadata are the same structures.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -256,8 +258,5 @@ def to_jsonable(value: Any) -> Any:
 
 
 def sha256_json(data: Any) -> str:
-    import hashlib  # here: `resolve` never hashes, and hashlib loads OpenSSL
-    import json
-
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -20,26 +20,36 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from envbuild import say
-from envbuild.errors import LockRefused, Unresolved, VerifyFailed
+import yaml
 
-if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
-    from envbuild.dockerfile.context import Base, BuildContext
-    from envbuild.dockerfile.render import MatrixFacts
-    from envbuild.image.make import ImageOptions, ImageResult
-    from envbuild.model import Resolution, Spec
-    from envbuild.verify import Expectations, ProbeFacts
+from envbuild import matrix, say
+from envbuild.dockerfile import locked, lockfiles
+from envbuild.dockerfile.context import Base, BuildContext, catalog_base, check_output, write_context
+from envbuild.dockerfile.mirror import apply_mirror
+from envbuild.dockerfile.reference import parse
+from envbuild.dockerfile.render import MatrixFacts
+from envbuild.errors import LockRefused, Unresolved, UserError, VerifyFailed
+from envbuild.image import build as engine_build, make, tag
+from envbuild.image.credentials import check_push_access
+from envbuild.image.make import ImageOptions, ImageResult
+from envbuild.image_facts import read, read_local
+from envbuild.lock import api, base_record
+from envbuild.lock.check import check
+from envbuild.matrix.lookup import installer_python_min
+from envbuild.model import Resolution, Spec
+from envbuild.paths import MATRICES_DIR
+from envbuild.probe import facts_from_matrices, sm_of
+from envbuild.registry import manifest_digest, pin
+from envbuild.resolver import resolve as run_resolver
+from envbuild.verify import Expectations, ExpectedFramework, ProbeFacts, run_verify
+from envbuild.verify.summary import summary_text
 
 # --- resolve ------------------------------------------------------------------------------
 
 
 def resolve(spec: Spec) -> Resolution:
     """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
-    from envbuild.image_facts import read
-    from envbuild.resolver import resolve as run_resolver
-
     resolution = run_resolver(spec, read_base=read)
     if not resolution.ok:
         raise Unresolved(resolution)
@@ -60,10 +70,6 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
     when it is current, else a fresh lock written there (or under `scratch` when no folder
     was named)."""
-    from envbuild.image_facts import read_local
-    from envbuild.lock import api
-    from envbuild.lock.check import check
-
     others = platform_resolutions(spec, resolution)
     if lock_dir is not None:
         if lock_dir.is_dir() and not check(spec, resolution, None, lock_dir, others):
@@ -87,14 +93,8 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
 def base(resolution: Resolution, *, mirror: str | None = None, pin_digests: bool = False) -> Base:
     """What FROM names: the catalog's base through `mirror`, pinned by the digest its tag
     has now in the registry when `pin_digests`."""
-    from envbuild.dockerfile.context import Base, catalog_base
-    from envbuild.dockerfile.mirror import apply_mirror
-    from envbuild.dockerfile.reference import parse
-
     ref = apply_mirror(parse(catalog_base(resolution).ref), mirror)
     if pin_digests:
-        from envbuild.registry import pin
-
         ref = pin(ref)
     return Base(str(ref), ref.digest)
 
@@ -103,11 +103,6 @@ def context_facts(resolution: Resolution) -> MatrixFacts:
     """What the matrices say that the context stage needs for this stack: the base family's
     Dockerfile data, the minor-version driver floor of its CUDA major, and the oldest
     python3 the in-image installer runs on in each mode."""
-    from envbuild import matrix
-    from envbuild.dockerfile.render import MatrixFacts
-    from envbuild.errors import UserError
-    from envbuild.matrix.lookup import installer_python_min
-
     m = matrix.load()
     stack = resolution.resolved
     families = {row.family: row for row in m.base_families}
@@ -129,9 +124,6 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
     """The build context in `out`. A pinned base is recorded in the lock folder first (once
     `out` is known to be writable), so the lock, and the image's copy of it, name the exact
     base it was built on."""
-    from envbuild.dockerfile.context import check_output, write_context
-    from envbuild.lock import base_record
-
     chosen = base(resolution, mirror=mirror, pin_digests=pin_digests)
     facts = context_facts(resolution)  # before the pin is recorded: missing data leaves the lock as it was
     if chosen.digest:
@@ -146,11 +138,6 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
     """The reference `envbuild image` gives this locked stack's image, without building it:
     repository:content-tag, by digest too when the registry has that tag (a job that runs
     it then pulls exactly that image)."""
-    from envbuild.dockerfile.reference import parse
-    from envbuild.errors import UserError
-    from envbuild.image import tag
-    from envbuild.registry import manifest_digest
-
     platform = resolution.resolved.platform
     with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
         built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
@@ -169,14 +156,9 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
 def expectations(resolution: Resolution, lock_dir: Path | None = None, platform: str | None = None) -> Expectations:
     """What the probe should find in an image of this resolved spec (built from the lock in
     `lock_dir`: the CUDA that lock installs, which a framework's requirements may have moved)."""
-    from envbuild.probe import sm_of
-    from envbuild.verify import ExpectedFramework, Expectations
-
     stack = resolution.resolved
     cuda = stack.cuda
     if lock_dir is not None:
-        from envbuild.dockerfile import locked, lockfiles
-
         cuda = locked.installed_cuda(lockfiles.read_lock_dir(lock_dir, platform or stack.platform), stack.cuda)
     sms = sorted({str(sm_of(g.compute_capability)) for g in stack.gpus if sm_of(g.compute_capability)}, key=int)
     return Expectations(cuda=cuda, sms=tuple(sms), gpus=tuple(g.name for g in stack.gpus),
@@ -186,21 +168,12 @@ def expectations(resolution: Resolution, lock_dir: Path | None = None, platform:
 def probe_facts() -> ProbeFacts:
     """What the probe is told from envbuild's matrices: peak figures, minor-version driver
     floors, data-center GPUs and GPU aliases (read as the probe reads them when bundled)."""
-    import yaml
-
-    from envbuild.paths import MATRICES_DIR
-    from envbuild.probe import facts_from_matrices
-    from envbuild.verify import ProbeFacts
-
     return ProbeFacts.from_probe(facts_from_matrices(str(MATRICES_DIR), yaml.safe_load))
 
 
 def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
     """Run the probe on the image; VerifyFailed unless its required checks pass. Returns
     the report's summary."""
-    from envbuild.verify import run_verify
-    from envbuild.verify.summary import summary_text
-
     progress.line(f"verifying {image_id[:19]} before tagging it")
     report = run_verify(image_id, gpus="all", expect=expect, facts=probe_facts(), client=None, progress=progress)
     progress.line(summary_text(report))
@@ -217,15 +190,11 @@ def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
 def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
     """The image for a resolved, locked spec: built or found by its content tag, verified
     when asked, then tagged and pushed."""
-    from envbuild.image import build as engine_build, make
-
     start = time.monotonic()
     progress = progress or engine_build.Progress()
     make.check_repository(options.repository)
     platform = options.platform or resolution.resolved.platform
     if options.push:  # a refused login fails now, not after a long build
-        from envbuild.image.credentials import check_push_access
-
         check_push_access(options.repository)
     workdir = Path(tempfile.mkdtemp(prefix="envbuild-image-"))
     try:

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin
@@ -132,8 +133,6 @@ class SimpleIndex:
         return text
 
     def _metadata_in_wheel(self, url: str) -> str | None:
-        import zipfile
-
         try:
             with zipfile.ZipFile(_RangeFile(self._open(), url, self.timeout)) as wheel:
                 name = next((n for n in wheel.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)

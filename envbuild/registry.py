@@ -10,6 +10,7 @@ and Bearer tokens (Docker Hub, ECR, GHCR, Harbor). Secrets never reach a message
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
@@ -162,8 +163,6 @@ def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float =
     """(digest of the tag's manifest, the image config of `platform`): the config blob's
     JSON, whose `config.Env` and `config.Labels` say what the image was built with. None
     when the registry has no such tag; EnvironmentProblem when it cannot be read."""
-    import json
-
     client = RegistryClient(ref, timeout=timeout)
     response = client.manifest("GET")
     if response.status_code == 404:

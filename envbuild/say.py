@@ -14,6 +14,8 @@ from __future__ import annotations
 import shlex
 import sys
 
+from envbuild.urls import mask_text
+
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _level = [NORMAL]  # the one setting, made by envbuild.cli from -q/-v
 
@@ -54,8 +56,6 @@ def command(argv: list[str], *, where: str | None = None) -> None:
 
 
 def _write(text: str) -> None:
-    from envbuild.urls import mask_text
-
     try:
         sys.stderr.write(mask_text(text) + "\n")
         sys.stderr.flush()

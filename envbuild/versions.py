@@ -15,6 +15,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envbuild import specifiers
@@ -137,8 +138,6 @@ class Constraint:
     @functools.cached_property
     def specifier(self):
         """The clauses as a packaging SpecifierSet (imported only when asked for)."""
-        from packaging.specifiers import SpecifierSet
-
         return SpecifierSet(self._pep440)
 
     def contains(self, version: str | Version) -> bool:

@@ -20,12 +20,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from envbuild.dockerfile.context import LOCAL_CHANNEL
+from envbuild.dockerfile.context import LOCAL_CHANNEL, rattler_requirement
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
-from envbuild.dockerfile.lockfiles import LockInput
+from envbuild.dockerfile.lockfiles import LockInput, parse_conda_lock_yml
 from envbuild import say
 from envbuild.errors import EnvironmentProblem
 from envbuild.lock.folder import CONDA_LOCKFILE, sha256_file
+from envbuild.lock.pip_tags import platform_tags
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,6 @@ def _platform_args(platform: str, glibc: str) -> list[str]:
     """`--platform TAG` for every tag the target accepts: pip (23.2 in a new venv) does not
     widen `manylinux_2_35` to the `manylinux2014` / `manylinux_2_17` tags most wheels carry.
     No `--isolated`: the user's pip configuration (mirror, CA bundle, proxy) applies."""
-    from envbuild.lock.pip_tags import platform_tags
-
     return [arg for tag in platform_tags(platform, glibc) for arg in ("--platform", tag)]
 
 
@@ -124,8 +123,6 @@ def index_urls_of(lock: LockInput) -> list[str]:
 def installer_tools(lock: LockInput) -> list[str]:
     """What the in-image installer needs besides the lock: pip (bases without one) and,
     for conda environments, the py-rattler this envbuild runs. Not locked, so not hashed."""
-    from envbuild.dockerfile.context import rattler_requirement
-
     return ["pip"] + ([rattler_requirement()] if lock.conda else [])
 
 
@@ -147,8 +144,6 @@ def _fetch_tools(lock: LockInput, out: Path, *, platform: str, python: str, glib
 
 def _conda_lock_sha256(lock: LockInput, platform: str) -> dict[str, str]:
     """url -> sha256 from the conda-lock.yml beside an explicit lock, when there is one."""
-    from envbuild.dockerfile.lockfiles import parse_conda_lock_yml
-
     unified = next((f for f in lock.files if f.name == CONDA_LOCKFILE), None)
     if unified is None:
         return {}

@@ -13,6 +13,8 @@ function-level (lazy) imports alike, since a lazy import is still a dependency. 
   recorded expectations; it does not resolve specs again.
 * matrix is data: it imports no stage (resolver, lock, dockerfile, image, verify).
 * No import cycle between packages.
+* Imports sit at the top of a module; only the heavy optional libraries are imported
+  inside the functions that use them.
 
 A rule that today's code still breaks is listed in KNOWN_VIOLATIONS with its reason. The
 list can only shrink: the test fails on a new violation and also on a listed one that is
@@ -34,6 +36,13 @@ FOLDER_READERS = frozenset({
 })
 
 KNOWN_VIOLATIONS: dict[str, str] = {}  # none left; a new entry needs its one-line reason
+
+# What may be imported inside a function (docs/architecture.md, Imports): the heavy optional
+# libraries, so that a command that does not use them never loads them.
+LAZY_LIBRARIES = frozenset({"docker", "requests", "urllib3", "rattler", "asyncio", "conda_lock", "kubernetes", "rich"})
+# runs alone inside images, on Python 3.6 and later: imports the GPU libraries it checks
+# (and what an old Python may lack) only where they are present
+STANDALONE = frozenset({"envbuild.probe"})
 
 
 def _modules() -> dict[str, Path]:
@@ -166,6 +175,31 @@ def test_the_graph_sees_lazy_and_relative_imports():
 def test_no_new_layer_violation():
     new = violations() - set(KNOWN_VIOLATIONS)
     assert sorted(new) == [], "an import reaches across a layer (docs/architecture.md)"
+
+
+def imports_inside_functions() -> list[str]:
+    found = []
+    for module, path in sorted(MODULES.items()):
+        if module in STANDALONE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = ["." * node.level + (node.module or "")]
+                else:
+                    continue
+                if any(name.split(".")[0] not in LAZY_LIBRARIES for name in names):
+                    found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found))
+
+
+def test_imports_sit_at_the_top():
+    assert imports_inside_functions() == [], "import it at the top of the module (docs/architecture.md, Imports)"
 
 
 def test_known_violations_only_shrink():

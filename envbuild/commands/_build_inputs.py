@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from envbuild import pipeline, say
+from envbuild.commands._spec import spec_from_args
+from envbuild.dockerfile.mirror import parse_mirror
+from envbuild.errors import UserError
+
 ENVIRONMENT = {"ENVBUILD_REGISTRY_MIRROR": "registry_mirror", "ENVBUILD_WHEELHOUSE": "wheelhouse"}
 
 
@@ -29,10 +34,6 @@ def add_build_arguments(parser) -> None:
 def resolve_spec(args):
     """The spec and its resolution (pipeline.resolve: a conflict raises Unresolved, which
     the CLI prints like `envbuild resolve` does, exit 1). Bad flags fail before any work."""
-    from envbuild import pipeline
-    from envbuild.errors import UserError
-    from envbuild.commands._spec import spec_from_args
-
     check_build_inputs(args)
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
@@ -44,10 +45,6 @@ def resolve_spec(args):
 def check_build_inputs(args, environ=None) -> None:
     """The mirror and wheelhouse, from the flags or else the environment, checked before
     any work; a bad value names its flag or variable."""
-    from envbuild import say
-    from envbuild.dockerfile.mirror import parse_mirror
-    from envbuild.errors import UserError
-
     environ = os.environ if environ is None else environ
     source = {}
     for name, dest in ENVIRONMENT.items():
@@ -72,7 +69,5 @@ def check_build_inputs(args, environ=None) -> None:
 
 def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
     """pipeline.lock with the command's --lock-dir and -q (--platform is in the spec)."""
-    from envbuild import pipeline
-
     return pipeline.lock(spec, resolution, lock_dir=args.lock_dir, scratch=scratch,
                          quiet=getattr(args, "quiet", False))

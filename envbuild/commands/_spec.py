@@ -6,26 +6,23 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from envbuild.matrix.lookup import spec_gpu_check
+from envbuild import matrix, spec
+from envbuild.hostinfo import detect
+from envbuild.matrix.lookup import find_gpu, spec_gpu_check
 from envbuild.model import Spec
+from envbuild.spec import cli_args
 
 
 def spec_from_args(args: argparse.Namespace) -> Spec:
-    from envbuild.spec.cli_args import spec_from_args as read
-
-    return read(args, gpu_check=spec_gpu_check, host=host_target)
+    return cli_args.spec_from_args(args, gpu_check=spec_gpu_check, host=host_target)
 
 
 def load_spec(path: str | Path) -> Spec:
-    from envbuild.spec import load_spec as read
-
-    return read(path, gpu_check=spec_gpu_check)
+    return spec.load_spec(path, gpu_check=spec_gpu_check)
 
 
 def host_target() -> tuple[str | None, list[str]]:
     """This machine's driver and its GPUs as a spec names them (no driver: EnvironmentProblem, exit 3)."""
-    from envbuild.hostinfo import detect
-
     host = detect(require_driver=True, check_docker=False)
     return getattr(host, "driver", None), [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
 
@@ -38,9 +35,6 @@ def _gpu_text(gpu: Any) -> str:
     else:
         name, cc = getattr(gpu, "name", gpu), getattr(gpu, "compute_capability", None)
     if name:
-        from envbuild import matrix
-        from envbuild.matrix.lookup import find_gpu
-
         if find_gpu(matrix.load(), str(name)) is not None or not cc:
             return str(name)
     return str(cc)

@@ -3,15 +3,20 @@
 The folder builds as it is with `docker build DIR` (classic builder or BuildKit)."""
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+from envbuild import pipeline
+from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, resolve_spec
+from envbuild.dockerfile import locked, lockfiles, outputs
+from envbuild.dockerfile.context import OWNED
+from envbuild.jsonout import emit
+from envbuild.spec.cli_args import add_spec_arguments
+
 HELP = "render the Dockerfile and build context for the resolved, locked stack"
 
 
 def configure(parser) -> None:
-    from pathlib import Path
-
-    from envbuild.commands._build_inputs import add_build_arguments
-    from envbuild.spec.cli_args import add_spec_arguments
-
     add_spec_arguments(parser)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder to write; only envbuild's own entries there (Dockerfile, envbuild/) are replaced")
@@ -23,15 +28,6 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import tempfile
-    from pathlib import Path
-
-    from envbuild import pipeline
-    from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
-    from envbuild.dockerfile import outputs
-    from envbuild.dockerfile.context import OWNED
-    from envbuild.dockerfile import locked, lockfiles
-
     spec, resolution = resolve_spec(args)
     outputs.guard(args.output, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir)
     with tempfile.TemporaryDirectory(prefix="envbuild-dockerfile-") as scratch:
@@ -42,8 +38,6 @@ def run(args) -> int:
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
         packages = locked.base_summary(lockfiles.read_lock_dir(lock_dir, args.platform or resolution.resolved.platform))
     if args.json:
-        from envbuild.jsonout import emit
-
         emit({"verdict": "ok", "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
               "base": {"reference": context.base_ref, "digest": context.base_digest},
               "installer": context.installer, "lock_dir": str(args.lock_dir) if args.lock_dir else None,

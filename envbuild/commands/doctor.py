@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from envbuild import hostinfo, probe
+
 HELP = "check this host: NVIDIA driver, newest CUDA, GPUs and their architectures, Docker and its GPU runtime"
 
 
@@ -14,8 +16,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envbuild import hostinfo, probe
-
     host = hostinfo.detect(require_driver=False)
     findings = {
         "driver": host.driver,
@@ -50,8 +50,6 @@ def _can_run(host) -> str:
 
 
 def _sm(cc):
-    from envbuild import probe
-
     return probe.sm_of(cc) if cc else None
 
 
@@ -69,8 +67,6 @@ def _text(f: dict) -> str:
     ]
     lines += [f"note: {n}" for n in f["notes"]]
     if "probe" in f:
-        from envbuild import probe
-
         lines.append(probe.format_text(f["probe"]))
     if not f["ok"]:
         lines.append("verdict: this host cannot run GPU containers"

@@ -2,14 +2,25 @@
 for Kubernetes, Slurm, AWS Batch, Metaflow, Coiled or Flyte (envbuild/targets/<kind>.py)."""
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from envbuild import atomic, fields, pipeline, say
+from envbuild.commands._build_inputs import add_build_arguments, check_build_inputs
+from envbuild.commands._spec import spec_from_args
+from envbuild.errors import Unresolved, UserError
+from envbuild.fleet import load_fleet
+from envbuild.spec.cli_args import add_spec_arguments, discover_spec
+from envbuild.targets import KINDS, module
+from envbuild.targets.job import Job
+
 HELP = "write the job definition (k8s, slurm, batch, metaflow, coiled, flyte) that runs an image on a target's GPUs"
 
 
 def configure(parser) -> None:
-    from envbuild.commands._build_inputs import add_build_arguments
-    from envbuild.spec.cli_args import add_spec_arguments
-    from envbuild.targets import KINDS
-
     parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}")
     add_spec_arguments(parser)
     group = parser.add_argument_group("job")
@@ -31,15 +42,6 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-    import sys
-
-    from envbuild import atomic, fields, say
-    from envbuild.commands._build_inputs import check_build_inputs
-    from envbuild.errors import UserError
-    from envbuild.targets import module
-    from envbuild.targets.job import Job
-
     mod = module(args.kind, "KIND")
     check_build_inputs(args)
     if args.target and not args.fleet:
@@ -57,24 +59,16 @@ def run(args) -> int:
         fields.image_ref(args.repository, "--repository", tag=False, what="repository")
     target = None
     if args.fleet:
-        from envbuild.fleet import load_fleet
-
         fleet = load_fleet(args.fleet)
         if not args.target and len(fleet.targets) > 1:
             raise UserError("the fleet has several targets", where="--fleet", hint=f"name one with --target: {', '.join(fleet.names())}")
         target = fleet.select([args.target] if args.target else None)[0]
         if target.kind != args.kind:  # the GPU still comes from the target; its scheduler keys do not apply
-            from dataclasses import replace
-
             target = replace(target, scheduler={"kind": args.kind})
     spec = None
     if args.spec is None:
-        from envbuild.spec.cli_args import discover_spec
-
         args.spec = discover_spec()
     if args.spec or args.framework or args.cuda:
-        from envbuild.commands._spec import spec_from_args
-
         spec = spec_from_args(args)
     image = args.image
     if not image:
@@ -101,12 +95,6 @@ def run(args) -> int:
 def _default_image(spec, args) -> str:
     """The image a job runs when none is named: the one `envbuild image` makes of the spec
     (the same resolution, lock and build context), pinned by digest when the registry has it."""
-    import tempfile
-    from pathlib import Path
-
-    from envbuild import pipeline
-    from envbuild.errors import Unresolved, UserError
-
     repository = args.repository or spec.image_repository
     if not repository:
         raise UserError("no image to run and no repository to name it", where=spec.source or "command line",

@@ -2,16 +2,27 @@
 content-addressed tag, skip the build when that tag exists, and push it."""
 from __future__ import annotations
 
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, resolve_spec
+from envbuild.dockerfile import outputs
+from envbuild.dockerfile.context import OWNED
+from envbuild.errors import UserError
+from envbuild.image import engine
+from envbuild.image.credentials import check_push_access
+from envbuild.image.make import ImageOptions
+from envbuild.jsonout import emit
+from envbuild.pipeline import make_image
+from envbuild.progress import Progress
+from envbuild.spec.cli_args import add_spec_arguments
+
 HELP = "build (or reuse) the image for the resolved, locked stack and push it"
 
 
 def configure(parser) -> None:
-    import argparse
-    from pathlib import Path
-
-    from envbuild.commands._build_inputs import add_build_arguments
-    from envbuild.spec.cli_args import add_spec_arguments
-
     add_spec_arguments(parser)
     group = parser.add_argument_group("image")
     group.add_argument("--repository", metavar="REGISTRY/NAME",
@@ -32,32 +43,16 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
-    from envbuild.errors import UserError
-    from envbuild.image import engine
-    from envbuild.progress import Progress
-    from envbuild.image.make import ImageOptions
-    from envbuild.pipeline import make_image
-
     spec, resolution = resolve_spec(args)
     repository = args.repository or spec.image_repository
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
     if args.context is not None:  # a folder that cannot take the context fails before any work
-        from envbuild.dockerfile import outputs
-        from envbuild.dockerfile.context import OWNED
-
         outputs.guard(args.context, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir,
                       flag="--context")
     engine.ping()  # fail in a second when the engine is down, not after a full solve
     if args.push:  # and when the registry will refuse the push (before locking and building)
-        from envbuild.image.credentials import check_push_access
-
         check_push_access(repository)
     progress = Progress(sys.stderr, terminal={"auto": None, "tty": True, "plain": False}[args.progress],
                         quiet=args.quiet)
@@ -69,8 +64,6 @@ def run(args) -> int:
                                verify=args.verify, keep_context=args.context, force_context=args.force)
         result = make_image(resolution, lock_dir, options, progress=progress)
     if args.json:
-        from envbuild.jsonout import emit
-
         emit(image_json(result, repository, resolution))
         return 0
     print(result.ref)

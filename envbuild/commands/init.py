@@ -1,6 +1,15 @@
 """`envbuild init`: write a commented starter spec that resolves as it is."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
+from envbuild import atomic, hostinfo
+from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.jsonout import emit
+from envbuild.spec.cli_args import SPEC_NAMES
+
 HELP = "write a commented starter spec (with --host: for this machine's driver and GPUs)"
 
 # Used without --host: a common data-center target, so the file resolves out of the box.
@@ -40,8 +49,6 @@ base: auto
 
 
 def configure(parser) -> None:
-    from pathlib import Path
-
     parser.add_argument("-o", "--output", type=Path, default=Path("envbuild.yaml"), metavar="FILE",
                         help="where to write the spec (default: envbuild.yaml)")
     parser.add_argument("--host", action="store_true",
@@ -52,25 +59,12 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import json
-    import re
-
-    from pathlib import Path
-
-    from envbuild import atomic
-    from envbuild.errors import UserError
-    from envbuild.spec.cli_args import SPEC_NAMES
-
     path = args.output
     if path.exists() and not args.force:
         raise UserError("already exists", where=str(path), hint="pass --force to replace it, or -o another file")
     driver, gpus, note = EXAMPLE_TARGET["driver"], list(EXAMPLE_TARGET["gpus"]), \
         "These are an example: put your machine's here (`envbuild init --host` does it on that machine)."
     if args.host:
-        from envbuild import hostinfo
-
-        from envbuild.errors import EnvironmentProblem
-
         try:
             host = hostinfo.detect(require_driver=True, check_docker=False)
         except EnvironmentProblem as exc:
@@ -86,8 +80,6 @@ def run(args) -> int:
                            gpus=", ".join(json.dumps(g) for g in gpus), platform="linux-64")
     atomic.write_text(path, text)
     if args.json:
-        from envbuild.jsonout import emit
-
         emit({"verdict": "ok", "path": str(path), "from_host": bool(args.host),
               "target": {"driver": driver, "gpus": gpus, "platform": "linux-64"}})
     else:

@@ -7,15 +7,28 @@ stale, 2 for bad input, 3 when a channel or index cannot be read.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+
+from envbuild import pipeline, say
+from envbuild.commands._spec import spec_from_args
+from envbuild.errors import Unresolved
+from envbuild.image_facts import read, read_local
+from envbuild.lock.api import LockConflict, lock
+from envbuild.lock.check import check
+from envbuild.lock.gpu import all_framework_packages
+from envbuild.model import to_jsonable
+from envbuild.report import render
+from envbuild.resolver import resolve
+from envbuild.spec.cli_args import add_spec_arguments
+from envbuild.spec.validate import check_index_url
+from envbuild.urls import mask_text
 
 HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
 
 
 def configure(parser) -> None:
-    from envbuild.spec.cli_args import add_spec_arguments
-
     add_spec_arguments(parser, multi_platform=True)
     parser.add_argument("-o", "--output", dest="out_dir", default=".", metavar="DIR",
                         help="folder for the lockfiles (default: current folder)")
@@ -32,18 +45,10 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from envbuild.commands._spec import spec_from_args
-    from envbuild.spec.validate import check_index_url
-
     for flag, url in [("--index-url", args.index_url)] + [("--extra-index-url", u) for u in args.extra_index_url]:
         if url is not None:
             check_index_url(url, flag)
     spec = spec_from_args(args)  # a repeated --platform names the lock's platforms
-    from envbuild import pipeline
-    from envbuild.errors import Unresolved
-    from envbuild.image_facts import read, read_local
-    from envbuild.resolver import resolve
-
     resolution, others = resolve(spec, read_base=read), {}
     try:  # each further platform of the lock is locked from its own resolution
         others = pipeline.platform_resolutions(spec, resolution) if resolution.ok else {}
@@ -54,17 +59,12 @@ def run(args) -> int:
     if not resolution.ok:
         return _refuse(resolution, resolution.conflicts, "", args)
 
-    from envbuild.lock.api import LockConflict, lock  # a failed pip lock is a LockConflict too
-
     try:
         result = lock(spec, resolution, None, args.out_dir, index_url=args.index_url,
                       extra_index_urls=tuple(args.extra_index_url), allow_unhashed=args.allow_unhashed,
                       platform_resolutions=others, read_base=read_local)
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
-
-    from envbuild import say
-    from envbuild.model import to_jsonable
 
     for note in result.notes:
         say.warning(note)
@@ -97,14 +97,10 @@ def run(args) -> int:
 
 
 def _framework_packages() -> set[str]:
-    from envbuild.lock.gpu import all_framework_packages
-
     return set(all_framework_packages())
 
 
 def _check(spec, resolution, others, args) -> int:
-    from envbuild.lock.check import check
-
     problems = check(spec, resolution, None, args.out_dir, others)
     if args.json:
         _print_json({"verdict": "stale" if problems else "ok", "up_to_date": not problems, "problems": problems})
@@ -119,18 +115,10 @@ def _check(spec, resolution, others, args) -> int:
 
 
 def _refuse(resolution, conflicts, raw: str, args) -> int:
-    import dataclasses
-
-    from envbuild.model import to_jsonable
-
     if args.json:
         _print_json({"verdict": "conflict", "spec_hash": resolution.spec.hash(), "files": [],
                      "conflicts": to_jsonable(tuple(conflicts)), **({"solver": raw} if args.verbose and raw else {})})
         return 1
-    from envbuild.report import render
-
-    from envbuild.urls import mask_text
-
     refused = dataclasses.replace(resolution, verdict="conflict", conflicts=tuple(conflicts))
     print(mask_text(render(refused)))
     print("nothing was written")
@@ -140,6 +128,4 @@ def _refuse(resolution, conflicts, raw: str, args) -> int:
 
 
 def _print_json(data) -> None:
-    from envbuild.urls import mask_text
-
     sys.stdout.write(mask_text(json.dumps(data, indent=2)) + "\n")  # no credentials in any value

@@ -15,13 +15,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import difflib
 import json
 import sys
+import time
+from pathlib import Path
 
-from envbuild import frameworks
-from envbuild.errors import UserError
-from envbuild.values import BaseFamily
+from envbuild import arch_grid, atomic, frameworks, hostinfo, html, matrix, pypi
+from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.fleet import load_fleet
+from envbuild.html import grid_page
+from envbuild.lock import proof
+from envbuild.matrix import lookup as L, refresh
+from envbuild.matrix.lookup import version
+from envbuild.paths import MATRICES_DIR
+from envbuild.values import BaseFamily, DriverVersion, Platform
+from envbuild.versions import parse_constraint, parse_version, read_local_label
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 
@@ -86,8 +96,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envbuild import matrix
-
     if args.topic == "refresh":
         return _lock_proof(args) if args.lock_proof else _refresh(args)
     if args.topic == "grid":
@@ -134,8 +142,6 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _version_or_error(text: str, what: str, where: str):
-    from envbuild.matrix.lookup import version
-
     v = version(text)
     if v is None:
         raise UserError(f"malformed {what} {text!r}", where=f"matrix {where}", hint="expected something like 12.4 or 535.104.05")
@@ -144,8 +150,6 @@ def _version_or_error(text: str, what: str, where: str):
 
 # --- gpu -------------------------------------------------------------------------------------------
 def _gpu(m, args):
-    from envbuild.matrix import lookup as L
-
     cc = L.parse_compute_capability(args.name)
     if cc is not None:
         gpus = L.gpus_with_cc(m, cc)
@@ -193,8 +197,6 @@ def _cuda_range_lines(data) -> list[str]:
 
 def _drivers(m, cc: str) -> dict | None:
     """The `architectures` row of the GPU's Linux drivers; None for an integrated (Tegra) GPU."""
-    from envbuild.matrix import lookup as L
-
     row = L.driver_architecture(m, cc)
     return _row(row) if row is not None else None
 
@@ -212,8 +214,6 @@ def _driver_lines(data) -> list[str]:
 
 # --- cuda / driver -----------------------------------------------------------------------------------
 def _cuda(m, args):
-    from envbuild.matrix import lookup as L
-
     v = _version_or_error(args.version, "CUDA version", "cuda")
     driver, rule = L.min_driver_for_cuda(m, args.version, args.platform)
     releases = [r for r in m.cuda_releases if L.same_release_prefix(v, L.version(r.version))]
@@ -241,10 +241,6 @@ def _cuda(m, args):
 
 
 def _driver(m, args):
-    from envbuild.matrix import lookup as L
-
-    from envbuild.values import DriverVersion, Platform
-
     try:
         driver = DriverVersion.parse(args.version)  # `R580` and `580` name the branch
     except ValueError:
@@ -298,16 +294,12 @@ def _framework_version(row) -> str:
 
 def _select(rows, query: str | None, topic: str):
     """Rows whose version matches `query` (a version prefix or a constraint)."""
-    from envbuild.matrix import lookup as L
-
     if not query:
         return list(rows), None
     local_cuda = None
     chosen = frameworks.get(topic).select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
     if chosen is not None:
         return chosen, None
-    from envbuild.versions import parse_constraint, read_local_label
-
     try:
         constraint = parse_constraint(query)
         if constraint.local:
@@ -354,8 +346,6 @@ def _framework_rows(m, topic: str, args) -> list:
 
 
 def _cuda_matches(row, cuda: str) -> bool:
-    from envbuild.matrix import lookup as L
-
     want = L.version(cuda)
     if want is None:
         raise UserError(f"malformed CUDA version {cuda!r}", where="matrix --cuda")
@@ -390,12 +380,7 @@ def _framework_lines(topic: str, rows) -> list[str]:
 
 # --- grid ----------------------------------------------------------------------------------------------------
 def _grid(args) -> int:
-    from envbuild import matrix
-    from envbuild import arch_grid
-
     if args.html:
-        from envbuild import html
-
         html.check_target(args.html, inputs=(args.fleet,))
     m = matrix.load()
     name = frameworks.aliases().get(args.framework.lower())
@@ -412,9 +397,6 @@ def _grid(args) -> int:
     filters = {"version": args.version, "installer": args.installer, "cuda": args.cuda}
     data = arch_grid.grid(m, args.framework, rows, _highlighted(m, args), filters)
     if args.html:
-        from envbuild import html
-        from envbuild.html import grid_page
-
         html.write(args.html, grid_page.render(data))
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -431,8 +413,6 @@ def _grid(args) -> int:
 def _highlighted(m, args) -> list[dict]:
     """The GPUs to highlight, from --gpu, --fleet and --host: each GPU once, with its
     compute capability (None when the GPU table does not know it) and where it is."""
-    from envbuild.matrix import lookup as L
-
     asked: list[tuple[str, str | None, str]] = []
     for name in args.gpu:  # as `matrix gpu` reads a name: an unknown or ambiguous one is refused
         if L.parse_compute_capability(name) is None:
@@ -447,12 +427,8 @@ def _highlighted(m, args) -> list[dict]:
                                 else "give the model (A100, V100) or a compute capability (8.0)")
         asked.append((name, None, "--gpu"))
     if args.fleet:
-        from envbuild.fleet import load_fleet
-
         asked += [(t.gpu, None, t.name) for t in load_fleet(args.fleet).targets]
     if args.host:
-        from envbuild import hostinfo
-
         asked += [(name, cc, "this host") for name, cc in hostinfo.detect(check_docker=False).gpus]
     gpus: dict[str, dict] = {}
     for text, cc, where in asked:
@@ -473,8 +449,6 @@ def _highlighted(m, args) -> list[dict]:
 
 # --- images --------------------------------------------------------------------------------------------------
 def _images(m, args):
-    from envbuild.matrix import lookup as L
-
     for flag in ("cuda", "framework_version", "python"):
         value = getattr(args, flag)
         if value is not None:
@@ -497,14 +471,6 @@ def _images(m, args):
 def _refresh(args) -> int:
     """Re-read the wheel files of every release the matrices know; print a dated diff and
     write it with the new data (or, with --check, only report and fail on disagreement)."""
-    import datetime
-    import time
-    from pathlib import Path
-
-    from envbuild import atomic, matrix, pypi
-    from envbuild.matrix import refresh
-    from envbuild.paths import MATRICES_DIR
-
     directory = Path(args.data) if args.data else MATRICES_DIR
     if not (directory / "pytorch.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
@@ -532,8 +498,6 @@ def _refresh(args) -> int:
         if diff_file is not None:
             atomic.write_text(diff_file, text)
     except OSError as exc:
-        from envbuild.errors import EnvironmentProblem
-
         raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
                                  where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
     return 1 if args.check and disagree else 0
@@ -542,15 +506,6 @@ def _refresh(args) -> int:
 def _lock_proof(args) -> int:
     """Lock every pip build's requirement (or a sample) and write matrices/lockable.yaml, or
     with --sample / --check compare the answers with the committed table."""
-    import datetime
-    import time
-    from pathlib import Path
-
-    from envbuild import atomic, matrix
-    from envbuild.lock import proof
-    from envbuild.paths import MATRICES_DIR
-    from envbuild.versions import parse_version
-
     if args.workers < 1 or (args.sample is not None and args.sample < 1):
         raise UserError("--workers and --sample take a count of 1 or more", where="matrix refresh")
     directory = Path(args.data) if args.data else MATRICES_DIR
@@ -591,8 +546,6 @@ def _lock_proof(args) -> int:
         if directory == MATRICES_DIR:  # the bundled data: commands read its compiled copy
             matrix.compile_matrices()
     except OSError as exc:
-        from envbuild.errors import EnvironmentProblem
-
         raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
                                  where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
     return 0

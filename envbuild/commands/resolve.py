@@ -4,15 +4,27 @@ Exit 0 when every check passes, 1 when there is a conflict, 2 for bad input.
 """
 from __future__ import annotations
 
+import gc
+import json
 import os
 import sys
+
+from envbuild import html
+from envbuild.commands._spec import spec_from_args
+from envbuild.errors import UserError
+from envbuild.fleet import load_fleet
+from envbuild.fleet.resolve import render_text, resolve_fleet, to_json
+from envbuild.html import resolve_page
+from envbuild.image_facts import read
+from envbuild.report import render
+from envbuild.resolver import resolve
+from envbuild.spec.cli_args import add_spec_arguments
+from envbuild.urls import mask_text
 
 HELP = "check framework, CUDA, cuDNN, driver, GPU and Python against each other; explain each conflict with fixes"
 
 
 def configure(parser) -> None:
-    from envbuild.spec.cli_args import add_spec_arguments
-
     add_spec_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the resolution as JSON (schema in the README)")
     parser.add_argument("--fleet", metavar="FLEET.yaml", help="resolve against every target of a fleet file (docs/fleets.md)")
@@ -22,66 +34,37 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from envbuild.commands._spec import spec_from_args
-
     spec = spec_from_args(args)  # bad input ends here, before the matrices are read
     if args.html:
-        from envbuild import html
-
         html.check_target(args.html, inputs=(spec.source, args.fleet))
     if getattr(args, "fleet", None) or getattr(args, "target", None):
         return _run_fleet(spec, args)
-    from envbuild.image_facts import read
-    from envbuild.resolver import resolve
-
     resolution = resolve(spec, read_base=read)
     data = resolution.to_json() if args.json or args.html else None
     if args.html:
-        from envbuild import html
-        from envbuild.html import resolve_page
-
         html.write(args.html, resolve_page.render(data, source=spec.source or "command line"))
     if args.json:
-        import json
-
         text = json.dumps(data, indent=2)
     else:
-        from envbuild.report import render
-
         text = render(resolution, colour=_colour_wanted(sys.stdout))
-    from envbuild.urls import mask_text
-
     _write(mask_text(text) + "\n")  # a channel URL's credentials are never shown
     return 0 if resolution.ok else 1
 
 
 def _run_fleet(spec, args) -> int:
-    from envbuild.errors import UserError
-    from envbuild.fleet import load_fleet
-    from envbuild.fleet.resolve import render_text, resolve_fleet, to_json
-
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
-    import gc
-
     # A fleet's resolves make a few hundred thousand objects that live until the answer is
     # written; the cyclic collector would traverse them and free nothing (`cli.main` turns
     # it back on, unless the process exits next).
     gc.disable()
     targets = load_fleet(args.fleet).select(args.target)
-    from envbuild.image_facts import read
-
     # the text report shows no joint fixes; the JSON and the page do
     result = resolve_fleet(spec, targets, joint_fixes=bool(args.json or args.html), read_base=read)
     data = to_json(result) if args.json or args.html else None
     if args.html:
-        from envbuild import html
-        from envbuild.html import resolve_page
-
         html.write(args.html, resolve_page.render_fleet(data, source=spec.source or "command line", fleet=args.fleet))
     if args.json:
-        import json
-
         text = json.dumps(data, indent=2)
     else:
         text = render_text(result)

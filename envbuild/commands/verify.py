@@ -3,6 +3,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+
+from envbuild import atomic, fields, html, pipeline
+from envbuild.commands._spec import load_spec
+from envbuild.errors import Unresolved, UserError
+from envbuild.fleet import load_fleet
+from envbuild.html import verify_page
+from envbuild.progress import Progress
+from envbuild.verify import fleet as fleet_report
+from envbuild.verify import junit, run_verify, summary
 
 HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)"
 
@@ -31,43 +42,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envbuild.verify import run_verify
-    from envbuild.verify.junit import write_junit
-    from envbuild.verify.summary import summary_text
-
     if args.html:
-        from envbuild import html
-
         html.check_target(args.html, inputs=(args.fleet, args.expect), others=(args.json, args.junit))
     if args.fleet or args.target:
         return _run_fleet(args)
-
-    import sys
-
-    from envbuild import pipeline
-    from envbuild.progress import Progress
 
     report = run_verify(args.image, gpus=args.gpus, expect=_expected(args.expect) if args.expect else None,
                         facts=pipeline.probe_facts(), timeout=args.timeout, perf=not args.no_perf,
                         progress=Progress(sys.stderr), static=args.static)
     data = report.to_json()
-    _answer(args, data, lambda: summary_text(report))
+    _answer(args, data, lambda: summary.summary_text(report))
     if args.junit:
-        write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
+        junit.write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
     if args.html:
-        from envbuild import html
-        from envbuild.html import verify_page
-
         html.write(args.html, verify_page.render(data))
     return report.exit_code
 
 
 def _expected(path: str):
     """--expect SPEC: resolve the spec, and expect what it resolved to."""
-    from envbuild import pipeline
-    from envbuild.errors import Unresolved, UserError
-    from envbuild.commands._spec import load_spec
-
     spec = load_spec(path)
     try:
         resolution = pipeline.resolve(spec)
@@ -78,34 +71,22 @@ def _expected(path: str):
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from envbuild import fields
-    from envbuild.errors import UserError
-    from envbuild.fleet import load_fleet
-    from envbuild.verify.fleet import summary_text, verify_fleet, write_junit
-
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     targets = load_fleet(args.fleet).select(args.target)
-    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
+    report = fleet_report.verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
                           kube_context=args.kube_context)
-    _answer(args, report, lambda: summary_text(report))
+    _answer(args, report, lambda: fleet_report.summary_text(report))
     if args.junit:
-        write_junit(args.junit, report)
+        fleet_report.write_junit(args.junit, report)
     if args.html:
-        from envbuild import html
-        from envbuild.html import verify_page
-
         html.write(args.html, verify_page.render_fleet(report))
     return 0 if report["ok"] else 1
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:
     """The JSON report on stdout (`--json`) or in a file (`--json FILE`, then the summary too)."""
-    from envbuild import atomic
-
     if args.json == "-":
         print(json.dumps(data, indent=2))
         return

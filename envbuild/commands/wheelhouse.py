@@ -2,15 +2,22 @@
 builds without network access (`image --wheelhouse DIR`)."""
 from __future__ import annotations
 
+import sys
+import tempfile
+from pathlib import Path
+
+from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, resolve_spec
+from envbuild.dockerfile.lockfiles import read_lock_dir
+from envbuild.jsonout import emit
+from envbuild.lock.virtual import glibc_for
+from envbuild.progress import Progress
+from envbuild.spec.cli_args import add_spec_arguments
+from envbuild.wheelhouse import fill
+
 HELP = "download the locked wheels (and conda archives, as a local channel) for offline builds"
 
 
 def configure(parser) -> None:
-    from pathlib import Path
-
-    from envbuild.commands._build_inputs import add_build_arguments
-    from envbuild.spec.cli_args import add_spec_arguments
-
     add_spec_arguments(parser)
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder to fill (created; files already there with the locked hash are kept)")
@@ -20,16 +27,6 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
-    from envbuild.dockerfile.lockfiles import read_lock_dir
-    from envbuild.lock.virtual import glibc_for
-    from envbuild.progress import Progress
-    from envbuild.wheelhouse import fill
-
     args.wheelhouse = None  # the folder being filled is not an input here
     spec, resolution = resolve_spec(args)
     stack = resolution.resolved
@@ -41,8 +38,6 @@ def run(args) -> int:
         files = fill(lock, args.output, platform=platform, python=stack.python,
                      glibc=glibc_for(stack.base_image.os if stack.base_image else None), progress=progress)
     if args.json:
-        from envbuild.jsonout import emit
-
         channel = args.output / "conda-channel"
         emit({"verdict": "ok", "output": str(args.output), "platform": platform,
               "channel": channel.resolve().as_uri() if channel.is_dir() else None,

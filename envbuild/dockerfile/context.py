@@ -23,6 +23,7 @@ import shutil
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 from envbuild import atomic
@@ -63,8 +64,6 @@ def catalog_base(resolution: Resolution) -> Base:
 
 
 def rattler_requirement() -> str:
-    from importlib.metadata import version
-
     return f"py-rattler=={version('py-rattler')}"
 
 

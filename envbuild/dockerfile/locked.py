@@ -7,7 +7,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild import frameworks as plugins
+from envbuild.cuda_packages import installed_cuda as from_packages
 from envbuild.dockerfile.lockfiles import LockInput
+from envbuild.package_sets import package_set
 
 _CONDA_SUFFIXES = (".tar.bz2", ".conda")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
@@ -80,9 +83,6 @@ def locked_files(lock: LockInput) -> list[LockedFile]:
 
 def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions the image installs of the frameworks' packages and the key libraries."""
-    from envbuild import frameworks as plugins
-    from envbuild.package_sets import package_set
-
     wanted = {normalize(n) for n in KEY_LIBRARIES}
     # the CUDA runtime, ptxas and cuDNN, which the probe compares with the image's labels
     wanted |= {normalize(n) for name in ("cuda_runtime_package", "ptxas_package", "cudnn_package")
@@ -104,8 +104,6 @@ def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dic
 def installed_cuda(lock: LockInput, fallback: str | None) -> str | None:
     """The CUDA runtime (major.minor) the lock installs; `fallback` when it locks none (the
     framework's wheel or the base image carries the CUDA)."""
-    from envbuild.cuda_packages import installed_cuda as from_packages
-
     return from_packages([(item.name, item.version) for item in locked_files(lock) if item.version], fallback)
 
 

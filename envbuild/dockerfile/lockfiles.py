@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from envbuild.errors import UserError
 from envbuild.lock import folder
 
@@ -82,8 +84,6 @@ def parse_explicit(path: Path) -> tuple[CondaPackage, ...]:
 
 
 def parse_conda_lock_yml(path: Path, platform: str) -> tuple[tuple[CondaPackage, ...], tuple[str, ...]]:
-    import yaml
-
     try:
         data = folder.read_conda_lockfile(path) or {}
     except yaml.YAMLError as exc:

@@ -13,14 +13,23 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import gc
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from envbuild import matrix
 from envbuild.fleet.model import Target
+from envbuild.fleet.validate import mig_profile
+from envbuild.matrix.lookup import find_gpu, mig_parent
 from envbuild.memory_size import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
 from envbuild.check_lines import checks_json
+from envbuild.report import format_fix
+from envbuild.resolver import resolve
+from envbuild.resolver.named_base import with_named_base
 from envbuild.values import DriverVersion
 from envbuild.versions import parse_version
 
@@ -76,8 +85,6 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool 
     """`joint_fixes=False` leaves the joint conflicts without fixes (the text report shows
     none: it shows each target's own conflicts with theirs). `read_base` reads a base image
     outside the catalog, as for `envbuild.resolver.resolve`."""
-    import gc
-
     # The resolves of a large fleet make a few hundred thousand small objects that live
     # until the answer is written; the cyclic collector's passes over them and over the
     # loaded matrices took about a third of the time and freed nothing, so it waits.
@@ -91,12 +98,6 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool 
 
 
 def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, read_base) -> FleetResolution:
-    from envbuild import matrix
-    from envbuild.resolver import resolve
-
-    from envbuild.matrix.lookup import find_gpu
-    from envbuild.resolver.named_base import with_named_base
-
     m = with_named_base(matrix.load(), spec, read=read_base)  # the spec's own base image, read once for all targets
     memo: dict[Any, Resolution] = {}
 
@@ -165,8 +166,6 @@ def _renamed(res: Resolution, was: str, now: str) -> Resolution:
     fixes: a target shares the answer of another GPU of its class (Jetson Orin Nano and
     Jetson AGX Orin), and its report must name its own GPU. The facts keep their text, as
     their sources are those of the GPU they were read for."""
-    import dataclasses
-
     name = _name_pattern(was)
 
     def text(s: str) -> str:
@@ -193,8 +192,6 @@ def _renamed(res: Resolution, was: str, now: str) -> Resolution:
 @functools.lru_cache(maxsize=256)
 def _name_pattern(name: str):
     """`name` as a whole word (not inside "RTX 3090 Ti" for "RTX 3090"): once per GPU name."""
-    import re
-
     return re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
 
 
@@ -235,8 +232,6 @@ def _choice(res: Resolution) -> str:
 def _mig_conflicts(m, t: Target, res: Resolution) -> list[Conflict]:
     if not t.mig:
         return []
-    from envbuild.matrix.lookup import find_gpu, mig_parent
-
     parent = mig_parent(m, find_gpu(m, t.gpu))
     floor = next((f for f in m.mig_floors if parent and f.parent == parent.name), None)
     if floor is None:
@@ -265,9 +260,6 @@ def _memory_conflicts(m, spec: Spec, t: Target, fleet: tuple[Target, ...]) -> li
     if fitting:
         fixes.append(Fix(f"run on a target with enough memory: {', '.join(fitting)}"))
     if t.mig:
-        from envbuild.fleet.validate import mig_profile
-        from envbuild.matrix.lookup import find_gpu
-
         row = find_gpu(m, t.gpu)
         current = mig_profile(m, row, t.mig)
         bigger = [p.name for p in m.mig_profiles if p.parent == current.parent
@@ -284,8 +276,6 @@ def _memory_conflicts(m, spec: Spec, t: Target, fleet: tuple[Target, ...]) -> li
 
 
 def render_text(fr: FleetResolution) -> str:
-    from envbuild.report import format_fix
-
     rows = [("TARGET", "GPU", "DRIVER", "VERDICT", "REASON")]
     for r in fr.targets:
         reason = r.conflicts[0].message if r.conflicts else (f"alone: {r.alone_choice}" if r.alone_choice else "")

@@ -4,20 +4,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envbuild import fields
+from envbuild import fields, matrix
 from envbuild.errors import UserError
 from envbuild.fleet.model import Fleet, Target
 from envbuild.fleet.memory import gpu_row_memory
+from envbuild.matrix.lookup import find_gpu, is_compute_capability, mig_parent, parse_compute_capability, spec_gpu_check
 from envbuild.memory_size import fmt_gib, parse_gib
 from envbuild.model import PLATFORMS
+from envbuild.spec.parse import read_spec_file
+from envbuild.spec.validate import did_you_mean
+from envbuild.targets import check_scheduler
 
 TARGET_KEYS = ("gpu", "gpus_per_node", "driver", "platform", "mig", "gpu_memory", "scheduler")
 _DRIVER = re.compile(r"\d{2,4}\.\d{1,3}(?:\.\d{1,3})?")
 
 
 def read_fleet(path: str) -> Fleet:
-    from envbuild.spec.parse import read_spec_file
-
     try:
         raw = read_spec_file(path)
     except UserError as exc:  # the spec reader says "spec file"; this is a fleet file
@@ -27,9 +29,6 @@ def read_fleet(path: str) -> Fleet:
 
 
 def fleet_from_raw(raw) -> Fleet:
-    from envbuild import matrix
-    from envbuild.targets import check_scheduler
-
     m = matrix.load()
     where = lambda path, key=False: raw.where(path, key=key) or raw.source or "fleet"  # noqa: E731
     data = raw.data
@@ -47,8 +46,6 @@ def fleet_from_raw(raw) -> Fleet:
             raise UserError(f"target {name!r} must be a mapping", where=where(path))
         for key in body:
             if key not in TARGET_KEYS:
-                from envbuild.spec.validate import did_you_mean
-
                 raise UserError(f"unknown key {key!r} in target {name!r}", where=where(path + (key,), True),
                                 hint=did_you_mean(key, TARGET_KEYS) or f"known keys: {', '.join(TARGET_KEYS)}")
         out.append(_target(m, raw, str(name), body, path, where, check_scheduler))
@@ -60,16 +57,12 @@ def _text(raw, path, value) -> str:
 
 
 def _target(m, raw, name: str, body: dict[str, Any], path: tuple, where, check_scheduler) -> Target:
-    from envbuild.matrix.lookup import find_gpu, is_compute_capability, parse_compute_capability
-
     gpu = body.get("gpu")
     if gpu is None:
         raise UserError(f"target {name!r} names no gpu", where=where(path), hint="add e.g. `gpu: A100-80GB` or `gpu: 8.0`")
     gpu = fields.text(_as_written(raw, path + ("gpu",), gpu), where(path + ("gpu",)), "gpu", limit=80).strip()
     row = find_gpu(m, gpu)
     if row is None and not is_compute_capability(gpu):
-        from envbuild.matrix.lookup import spec_gpu_check
-
         hint = spec_gpu_check(gpu)[1]
         raise UserError(f"unknown GPU {gpu!r}", where=where(path + ("gpu",)),
                         hint=hint or "give the model (A100, V100) or a compute capability (8.0)")
@@ -131,8 +124,6 @@ def mig_profile(m, row, name: str, *, parent_memory: float | None = None, where:
     if row is None:
         raise UserError(f"MIG profile {name!r} needs a GPU model, not a bare compute capability", where=where,
                         hint="name the parent GPU: A100, A30, H100, H200 or B200")
-    from envbuild.matrix.lookup import mig_parent
-
     parent = mig_parent(m, row)
     offered = [p for p in m.mig_profiles if parent is not None and p.parent == parent.name]
     if not offered:

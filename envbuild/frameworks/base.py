@@ -4,8 +4,7 @@ A plugin is a `Framework` subclass instance named `PLUGIN` in `envbuild/framewor
 Its attributes are facts about the framework's packaging; its methods turn matrix rows
 into builds, builds into install pins, and rows into `envbuild matrix` columns. Generic
 code (resolver, lock, CLI) merges what the plugins answer; defaults here say "nothing
-special". Modules of the resolver are imported inside the methods, so that importing a
-plugin stays cheap.
+special".
 """
 from __future__ import annotations
 

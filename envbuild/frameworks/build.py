@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from envbuild import specifiers
+from envbuild import matrix, specifiers
 from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import pythons
 from envbuild.values import ComputeCapability, major_minor
 from envbuild.versions import parse_version
 
@@ -24,9 +25,6 @@ from envbuild.versions import parse_version
 def known_pythons() -> tuple[str, ...]:
     """The CPython feature releases (matrices/pythons.yaml), oldest first: the universe a
     Python specifier is evaluated over when the resolver has to choose a Python."""
-    from envbuild import matrix
-    from envbuild.matrix.lookup import pythons
-
     return pythons(matrix.load())
 
 

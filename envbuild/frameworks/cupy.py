@@ -2,7 +2,15 @@
 CuPy major series shipped under it and the CUDA range it runs with."""
 from __future__ import annotations
 
+import dataclasses
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.build import Build, _minors_between, _pythons
+from envbuild.matrix import wheels as w
+from envbuild.versions import parse_version
 
 
 class Cupy(Framework):
@@ -24,8 +32,6 @@ class Cupy(Framework):
     def builds(self, m, minors):
         """CuPy rows name a wheel (or conda-forge's `cupy`) and the CuPy releases shipped under
         it (a specifier). The releases themselves are every major series any row admits."""
-        from envbuild.frameworks.build import Build, _minors_between, _pythons
-
         out = []
         versions = release_versions(m.cupy)
         for r in m.cupy:
@@ -58,10 +64,6 @@ class Cupy(Framework):
     def candidates(self, constraint, pinned, ix):
         """CuPy builds are per major series ("13"); a pinned release ("13.4.1") replaces the
         series in the builds whose wheel ships it."""
-        import dataclasses
-
-        from packaging.specifiers import SpecifierSet
-
         if pinned is None:
             series = {s for s in ix.versions.get(self.name, []) if any(constraint.contains(f"{s}.{minor}") for minor in range(20))}
             return [b for b in ix.builds.get(self.name, []) if b.version in series]
@@ -75,18 +77,11 @@ class Cupy(Framework):
         return found
 
     def needs_devel(self, cuda):
-        from packaging.version import Version
-
-        from envbuild.versions import parse_version
-
         if parse_version(cuda) >= Version("12.2"):
             return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
         return None
 
     def wheel_groups(self, table, b):
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
-
         spec = SpecifierSet(getattr(b.row, "cupy_versions", "") or "")
         if "." in b.version:  # a pinned release
             want = Version(b.version)
@@ -100,8 +95,6 @@ class Cupy(Framework):
         """A wheel name, or one CuPy version."""
         if query.lower().startswith("cupy"):
             return [r for r in rows if r.package == query.lower()]
-        from packaging.specifiers import SpecifierSet
-
         v = version(query, "CuPy version")
         return [r for r in rows if SpecifierSet(r.cupy_versions).contains(v, prereleases=True)]
 
@@ -109,10 +102,6 @@ class Cupy(Framework):
         return {r.package for r in m.cupy if r.installer == "pip"}
 
     def index_series(self, m, files):
-        from packaging.specifiers import SpecifierSet
-
-        from envbuild.matrix import wheels as w
-
         plan: dict[str, set[str]] = {}
         for r in m.cupy:
             if r.installer != "pip" or r.package not in files:
@@ -129,8 +118,6 @@ class Cupy(Framework):
 
 def _conda_variant(minor: str) -> str:
     """What selects the CUDA of conda-forge's cupy: cudatoolkit for 11.x, cuda-version after."""
-    from envbuild.versions import parse_version
-
     return f"cudatoolkit={minor}" if parse_version(minor).release[0] < 12 else f"cuda-version={minor}"
 
 
@@ -143,10 +130,6 @@ def release_versions(rows) -> list[str]:
     """The CuPy major series the rows' specifiers admit (`>=12,<14` -> "12", "13"). The
     matrix records series per wheel name, not every release, so a series stands for
     its releases unless the spec pins one exactly."""
-    from packaging.specifiers import SpecifierSet
-
-    from envbuild.versions import parse_version
-
     majors: set[int] = set()
     for r in rows:
         try:
@@ -166,8 +149,6 @@ def release_versions(rows) -> list[str]:
 
 def series_admits(row, series: str) -> bool:
     """Does the wheel `row` ship some release of CuPy major `series`?"""
-    from packaging.specifiers import SpecifierSet
-
     spec = SpecifierSet(row.cupy_versions)
     major = int(series)
     return any(spec.contains(f"{major}.{minor}.0", prereleases=True) for minor in range(0, 20))

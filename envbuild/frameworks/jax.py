@@ -1,8 +1,14 @@
 """JAX: one matrix row per release, with the CUDA majors its plugin wheels are built for."""
 from __future__ import annotations
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.build import Build, _pythons
+from envbuild.matrix import wheels as w
 from envbuild.matrix.wheels import IndexFields
+from envbuild.versions import parse_version, read_local_label
 
 _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 
@@ -21,9 +27,6 @@ class Jax(Framework):
     index_sdist_projects = ("jax",)  # early jax releases were published as sdists only
 
     def builds(self, m, minors):
-        from envbuild.frameworks.build import Build, _pythons
-        from envbuild.versions import parse_version
-
         out = []
         for r in m.jax:
             floors = dict(r.cuda_min)
@@ -43,8 +46,6 @@ class Jax(Framework):
         return out
 
     def pins(self, b, label=None):
-        from envbuild.versions import read_local_label
-
         extra = b.pip_extra
         cudnn = read_local_label(label).cudnn if label else None
         if cudnn:  # `+cuda11.cudnn86` asks for the cuDNN 8.6 wheel: its extra, where the release has one
@@ -109,8 +110,6 @@ class Jax(Framework):
 def _extra_pins(m, version: str, meta: str | None, grouped: dict) -> dict[str, dict[str, str]]:
     """extra -> {distribution: release}: for each CUDA extra of the row, the newest release
     on the index that jax's Requires-Dist admits (what pip installs)."""
-    from envbuild.matrix import wheels as w
-
     if not meta:
         return {}
     row = next(r for r in m.jax if r.version == version)
@@ -134,10 +133,6 @@ def _extra_pins(m, version: str, meta: str | None, grouped: dict) -> dict[str, d
 
 def _extra_pins_guessed(m, version: str, grouped: dict) -> dict[str, dict[str, str]]:
     """jax has always pinned a jaxlib (and plugin) no newer than itself, of its own series."""
-    from packaging.version import Version
-
-    from envbuild.matrix import wheels as w
-
     row = next(r for r in m.jax if r.version == version)
     top = Version(version)
 
@@ -157,10 +152,6 @@ def requires_of_extra(metadata: str, extra: str) -> dict:
     """What `jax[extra]` asks of the other `jax*` distributions on Linux:
     {"jaxlib": SpecifierSet("<=0.4.37,>=0.4.36"), ...}. A pin with a local tag
     (`==0.4.10+cuda12.cudnn89`, wheels outside the index) becomes its public release."""
-    from packaging.specifiers import SpecifierSet
-
-    from envbuild.matrix import wheels as w
-
     out: dict[str, SpecifierSet] = {}
     for req in w.requires_dist(metadata):
         name = req.name.lower().replace("_", "-")

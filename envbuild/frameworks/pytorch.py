@@ -3,8 +3,14 @@ from __future__ import annotations
 
 import re
 
+from packaging.version import Version
+
 from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.build import Build, _pythons
+from envbuild.matrix import wheels as w
 from envbuild.matrix.wheels import IndexFields
+from envbuild.values import major_minor
+from envbuild.versions import cuda_to_local
 
 _WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack some)
 # the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package
@@ -27,9 +33,6 @@ class PyTorch(Framework):
     query_installer = True
 
     def builds(self, m, minors):
-        from envbuild.frameworks.build import Build, _pythons
-        from envbuild.versions import cuda_to_local
-
         out = []
         for r in m.pytorch:
             if not r.cuda:
@@ -45,8 +48,6 @@ class PyTorch(Framework):
         return out
 
     def pins(self, b, label=None):
-        from envbuild.versions import cuda_to_local
-
         if b.installer == "conda":
             name, _, ver = b.package.partition("=")
             if not ver:
@@ -86,8 +87,6 @@ class PyTorch(Framework):
     def index_findings(self, m, rows, index_url):
         """Where `pypi_default` in pytorch.yaml disagrees with the CUDA of PyPI's Linux wheels
         (x86_64 from the `cuda` field, aarch64 from `cuda_aarch64`)."""
-        from packaging.version import Version
-
         out = []
         for platform, key in (("linux-64", "cuda"), ("linux-aarch64", "cuda_aarch64")):
             cuda_of = {r["version"]: r[key] for r in rows if r["package"] == "torch" and r.get(key)}
@@ -124,9 +123,6 @@ def cuda_of_wheel(metadata: str, machine: str = "x86_64") -> str | None:
     """CUDA major.minor of a Linux torch wheel for `machine` from the runtime it pins
     (`nvidia-cuda-runtime-cu12==12.4.127` -> "12.4", `cuda-toolkit[...]==13.0.2` -> "13.0");
     None when it pins none (before 1.13 the wheel carried CUDA inside; a CPU-only build)."""
-    from envbuild.matrix import wheels as w
-    from envbuild.values import major_minor
-
     env = {**w.LINUX, "platform_machine": machine, "extra": ""}
     for req in w.requires_dist(metadata):
         if not _CUDA_CARRIERS.match(req.name.lower()):

@@ -1,7 +1,13 @@
 """RAPIDS: one matrix row per (release, CUDA major), with the CUDA range it runs on."""
 from __future__ import annotations
 
+from packaging.version import Version
+
 from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.build import Build, _minors_between
+from envbuild.matrix import wheels as w
+from envbuild.package_sets import package_set
+from envbuild.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 
@@ -19,14 +25,9 @@ class Rapids(Framework):
     def pip_name_prefixes(self):
         # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
         # rmm-cu12): the set of library names is data (matrices/packages.yaml).
-        from envbuild.package_sets import package_set
-
         return tuple(f"{name}-cu" for name in package_set("rapids_wheel"))
 
     def builds(self, m, minors):
-        from envbuild.frameworks.build import Build, _minors_between
-        from envbuild.values import ComputeCapability
-
         out = []
         for r in m.rapids:
             if not (r.cuda_min and r.cuda_max):
@@ -57,8 +58,6 @@ class Rapids(Framework):
         return Pins(pip=tuple(f"{n}-cu{b.cuda_major}=={b.version}.*" for n in _LIBRARIES), index_url=b.index_url)
 
     def wheel_groups(self, table, b):
-        from packaging.version import Version
-
         series = Version(b.version).release[:2]
         return [table.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in _LIBRARIES], False
 
@@ -66,10 +65,6 @@ class Rapids(Framework):
         return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
 
     def index_series(self, m, files):
-        from packaging.version import Version
-
-        from envbuild.matrix import wheels as w
-
         plan: dict[str, set[str]] = {}
         for r in m.rapids:
             series = Version(r.version).release[:2]

@@ -1,7 +1,10 @@
 """TensorFlow: one matrix row per tested configuration (release, CUDA, cuDNN) of the pip wheel."""
 from __future__ import annotations
 
+from packaging.version import Version
+
 from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.build import Build, _pythons
 
 
 class TensorFlow(Framework):
@@ -21,8 +24,6 @@ class TensorFlow(Framework):
     variant_records = ("tensorflow", "tensorflow-base", "tensorflow-gpu")
 
     def builds(self, m, minors):
-        from envbuild.frameworks.build import Build, _pythons
-
         out = []
         for r in m.tensorflow:
             if not r.cuda:
@@ -67,8 +68,6 @@ class TensorFlow(Framework):
 
 def _wheel_name(version: str) -> str:
     """The GPU wheel's name: `tensorflow-gpu` before 2.1, `tensorflow` (CPU and GPU) after."""
-    from packaging.version import Version
-
     return "tensorflow" if Version(version) >= Version("2.1") else "tensorflow-gpu"
 
 

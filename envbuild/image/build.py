@@ -8,6 +8,8 @@ failure never moves a tag.
 from __future__ import annotations
 
 import re
+import tarfile
+import tempfile
 from collections import deque
 from pathlib import Path
 
@@ -76,9 +78,6 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
 def _context_archive(context: Path, progress):
     """The build context as a tar file on disk, written with progress (a multi-GB context
     of wheels and conda archives takes a while). Files are added in sorted order."""
-    import tarfile
-    import tempfile
-
     files = sorted(p for p in context.rglob("*") if p.is_file() or p.is_dir())
     total = sum(p.stat().st_size for p in files if p.is_file())
     task = progress.task("preparing the build context", total=total)

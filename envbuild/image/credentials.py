@@ -11,16 +11,15 @@ from __future__ import annotations
 import base64
 import json
 
+from envbuild.dockerfile.reference import parse
 from envbuild.errors import EnvironmentProblem
+from envbuild.registry import RegistryClient
 
 TIMEOUT = 1.5  # seconds per request: a refused or missing login is known well under 2 s
 
 
 def check_push_access(repository: str, *, timeout: float = TIMEOUT) -> None:
     """Raise EnvironmentProblem (exit 3) when pushing to `repository` would be refused."""
-    from envbuild.registry import RegistryClient
-    from envbuild.dockerfile.reference import parse
-
     ref = parse(f"{repository}:envbuild-push-check")
     client = RegistryClient(ref, timeout=timeout, actions="pull,push")
     try:

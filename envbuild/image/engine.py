@@ -1,7 +1,11 @@
 """The connection to the Docker engine, with one clear line when it is not there."""
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import socket
+import urllib.parse
 
 from envbuild.errors import EnvironmentProblem
 
@@ -33,9 +37,6 @@ def connect():
 def _light_connection(timeout: float):
     """An HTTP connection to the engine for the plain setups (unix socket, tcp without TLS);
     None when only the SDK knows how to reach it (TLS, ssh, contexts)."""
-    import http.client
-    import socket
-
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     if os.environ.get("DOCKER_TLS_VERIFY") or os.environ.get("DOCKER_CONTEXT"):
         return None
@@ -57,8 +58,6 @@ def _light_connection(timeout: float):
 def light_get(path: str, timeout: float = 5.0) -> tuple[int, dict | None] | None:
     """(status, JSON body) of GET `path` on the engine; None when the light path does not apply.
     Raises EnvironmentProblem when the engine does not answer."""
-    import json
-
     connection = _light_connection(timeout)
     if connection is None:
         return None
@@ -84,8 +83,6 @@ def ping() -> None:
 
 def light_inspect(ref: str) -> dict | None:
     """The engine's record of image `ref`, None when it has none; falls back to the SDK."""
-    import urllib.parse
-
     answer = light_get(f"/images/{urllib.parse.quote(ref, safe='')}/json")
     if answer is None:
         client = connect()

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from envbuild.dockerfile.context import BuildContext
+from envbuild.dockerfile.reference import parse
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.image import build as engine_build, engine, push as engine_push
+from envbuild.image.build import _docker_platform
+from envbuild.image.tag import content_tag
+from envbuild.image.provenance import git_provenance
 from envbuild.model import Resolution
+from envbuild.registry import manifest_digest
 
 
 @dataclass(frozen=True)
@@ -57,9 +64,6 @@ def _say(progress, text: str) -> None:
 
 def _in_registry(ref: str) -> bool | None:
     """True/False when the registry answered, None when it could not be asked."""
-    from envbuild.dockerfile.reference import parse
-    from envbuild.registry import manifest_digest
-
     try:
         return manifest_digest(parse(ref), timeout=3) is not None
     except (EnvironmentProblem, UserError):
@@ -68,8 +72,6 @@ def _in_registry(ref: str) -> bool | None:
 
 def check_repository(repository: str) -> None:
     """A bad repository name fails before any work."""
-    from envbuild.dockerfile.reference import parse
-
     parse(repository)
     if ":" in repository.rsplit("/", 1)[-1] or "@" in repository:
         raise UserError(f"the repository {repository!r} must not carry a tag or digest",
@@ -80,9 +82,7 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
           progress) -> ImageResult:
     """The image for the context under its content tag: found locally, found in the registry
     (pulled when it is needed here), or built. No tag is moved yet."""
-    from envbuild.image import build as engine_build, engine, tag
-
-    content = tag.content_tag(resolution, context.path, context.base_digest, platform)
+    content = content_tag(resolution, context.path, context.base_digest, platform)
     ref = f"{options.repository}:{content}"
     local = engine.light_inspect(ref)
     result = ImageResult(ref=ref, image_id=local["Id"] if local else None, cached=None,
@@ -119,8 +119,6 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
 
 def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -> None:
     """Move the content tag and the extra tags onto the image."""
-    from envbuild.image import engine
-
     if not result.image_id:  # in the registry only, and nothing here needs it
         return
     client = engine.connect()
@@ -135,15 +133,10 @@ def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -
 
 def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
     """Push the content tag (unless the registry has it) and the extra tags."""
-    from envbuild.dockerfile.reference import parse
-    from envbuild.image import engine, push as engine_push
-
     client = engine.connect()
     repository, content = options.repository, result.ref.rsplit(":", 1)[1]
     names = [content, *options.extra_tags]
     if result.cached == "registry":  # the content tag is there already
-        from envbuild.registry import manifest_digest
-
         result.pushed_digest = manifest_digest(parse(result.ref))
         names = list(options.extra_tags)
     for name in names:
@@ -157,8 +150,6 @@ def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
     digest it was pulled by, None when the engine could not pull it (the build then
     uses what the engine has, or fails with the engine's own words)."""
     import docker
-
-    from envbuild.image.build import _docker_platform
 
     name, _, digest = base_ref.partition("@")
     repository, tag = (name.rsplit(":", 1) if ":" in name.rsplit("/", 1)[-1] else (name, "latest"))
@@ -193,10 +184,6 @@ def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
 def build_labels(resolution: Resolution, ref: str, base_digest: str | None) -> dict[str, str]:
     """Labels set at build time: they vary per build (time, commit), so they stay out of
     the Dockerfile and the content tag."""
-    from datetime import datetime, timezone
-
-    from envbuild.image.provenance import git_provenance
-
     labels = {
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "org.opencontainers.image.version": ref.rsplit(":", 1)[1],

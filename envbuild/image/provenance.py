@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 from envbuild import say
+from envbuild.urls import strip_credentials
 
 
 def _git(folder: Path, *args: str) -> str | None:
@@ -24,8 +25,6 @@ def git_provenance(spec_path: str | None) -> dict[str, str]:
     was built."""
     if not spec_path:
         return {}
-    from envbuild.urls import strip_credentials
-
     path = Path(spec_path).resolve()
     folder = path.parent
     revision = _git(folder, "rev-parse", "HEAD")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from envbuild.dockerfile.reference import parse
 from envbuild.errors import EnvironmentProblem, UserError
 
 AUTH_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied",
@@ -21,8 +22,6 @@ class PushFailed(UserError):
 
 
 def _registry_of(repository: str) -> str:
-    from envbuild.dockerfile.reference import parse
-
     return parse(repository).registry
 
 

@@ -20,10 +20,15 @@ from typing import Mapping
 
 from envbuild import matrix
 from envbuild.errors import UserError
+from envbuild.lock import base_packages, conda_lockfile, folder, pip_lock, pylock
 from envbuild.lock.cuda_check import CudaReport, judge, lock_pip
-from envbuild.lock.metadata import Stamp, stamp_for
-from envbuild.lock.solve import LockedPackage, SolveFailed
+from envbuild.lock.metadata import Stamp, custom_metadata, stamp_for
+from envbuild.lock.pip_config import other_sources, read_pip_settings
+from envbuild.lock.request import build_requests, needs_conda, needs_pip
+from envbuild.lock.solve import LockedPackage, SolveFailed, solve
+from envbuild.lock.virtual import unknown_os_note
 from envbuild.model import BUILD_PLATFORMS, Resolution, Spec
+from envbuild.urls import mask
 
 LockConflict = SolveFailed  # raised with .conflicts (resolve's format) and .raw (solver text)
 
@@ -83,11 +88,6 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     lock without hashes is refused unless `allow_unhashed`. `read_base(ref)` reads what a
     base image the local engine holds carries (`envbuild.image_facts.read_local`), for a
     pip environment over it."""
-    from envbuild.lock import conda_lockfile, folder
-    from envbuild.lock.metadata import custom_metadata
-    from envbuild.lock.request import build_requests, needs_conda, needs_pip
-    from envbuild.lock.solve import solve
-
     if not resolution.ok or resolution.resolved is None:
         raise LockConflict(tuple(resolution.conflicts), "")
     resolved_names = {f.name for f in resolution.resolved.frameworks}
@@ -125,8 +125,6 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     if refused:
         raise LockConflict(refused, "")
 
-    from envbuild.lock.virtual import unknown_os_note
-
     notes = [unknown_os_note(r.resolved) for r in resolutions.values()]
     notes += [lock_.note for _, _, lock_ in pip_locks]
     if pip_locks:
@@ -152,8 +150,6 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         for platform, i, lock_ in pip_locks:
             _write_pip_lock(new, platform, i == 0, lock_, stamp, about.get(platform, ()))
         if over_base is not None:
-            from envbuild.lock import base_packages
-
             new.write_text(folder.BASE_PACKAGES, base_packages.record_text(over_base, pip_locks[0][0]))
         names = list(new.names)
     written = [out / name for name in names]
@@ -175,9 +171,6 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
     moved); and for the first platform's pip environment, a venv over its base image's
     Python, the split of its pins between what the base provides and what the image
     installs (lock.base_packages), else None)."""
-    from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
-    from envbuild.lock.pip_config import read_pip_settings
-
     if index_url:
         pip_lock.check_index_url(index_url)
     settings = read_pip_settings()  # how this machine reaches the indexes: CA bundle, proxy, credentials
@@ -196,8 +189,6 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
             return locked
 
         if not found and own.resolved.installer == "pip":  # a venv over the base image's own Python
-            from envbuild.lock import base_packages
-
             locked, over_base = base_packages.lock_over_base(own, request, timeout=timeout,
                                                              allow_unhashed=allow_unhashed, read_base=read_base,
                                                              lock=held)
@@ -210,8 +201,6 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
 def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp, about: tuple[str, ...] = ()) -> None:
     """requirements.lock (`about`: header lines on the CUDA it installs) and, when every file
     is hashed (PEP 751 wants that), pylock.toml."""
-    from envbuild.lock import folder, pip_lock, pylock
-
     name = folder.pip_lock_name(platform, first)
     new.write_text(name, pip_lock.render(lock_, stamp, name, about))
     if lock_.hashed:
@@ -221,9 +210,6 @@ def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp, about:
 
 def _other_sources_note(request) -> str | None:
     """What pip's configuration here would have added, said once: the lock leaves it out."""
-    from envbuild.lock.pip_config import other_sources
-    from envbuild.urls import mask
-
     left_out = other_sources(request.settings, request.indexes)
     if not left_out:
         return None

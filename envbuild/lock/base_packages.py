@@ -22,10 +22,19 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envbuild import matrix
+from envbuild.errors import EnvironmentProblem
+from envbuild.lock import pip_lock
+from envbuild.lock.pip_tags import machine_for
+from envbuild.pypi import SimpleIndex
+from envbuild.resolver.base import carries_resolved_build
 
 
 
@@ -85,8 +94,6 @@ def contents(resolution, m, read_base=None) -> tuple[BaseContents | None, str | 
 def _catalog_contents(resolution, m) -> BaseContents | None:
     """A framework image's record in the catalog: the framework's pip packages at the
     image's build when that build is the resolved one."""
-    from envbuild.resolver.base import carries_resolved_build
-
     stack = resolution.resolved
     base = stack.base_image
     row = next((r for r in m.base_carries if r.family == base.family), None)
@@ -114,8 +121,6 @@ def constraints(base: BaseContents, requirements: tuple[str, ...]) -> tuple[tupl
     (the solver then picks it where it can), and {name: requirement} for those the spec
     itself asks at another version. A base version with a local label (`2.8.0+cu128`) is
     constrained by its public version: the index may serve the same build without it."""
-    from packaging.requirements import Requirement
-
     asked = {}
     for text in requirements:
         try:
@@ -136,8 +141,6 @@ def constraints(base: BaseContents, requirements: tuple[str, ...]) -> tuple[tupl
 
 
 def _is_version(text: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     try:
         Version(text)
     except InvalidVersion:
@@ -150,8 +153,6 @@ def _is_version(text: str) -> bool:
 def split(base: BaseContents | None, pins, resolution, note: str | None, exact_pins=None) -> Split:
     """Which locked pins the base provides (the same version, or the resolved framework
     build the lock names in its index form) and which differ from the base's."""
-    from packaging.version import InvalidVersion, Version
-
     if base is None:
         return Split(None, note=note)
     builds = _resolved_builds(resolution)
@@ -206,8 +207,6 @@ def exact_dependencies(base: BaseContents, pins, request) -> dict[str, str]:
     """For the catalog's record: what the carried framework wheels pin exactly (`==`) for the
     target, from each wheel's own metadata on the index; those wheels are in the image at
     those versions too (pip installed them with the framework)."""
-    from packaging.requirements import Requirement
-
     if not base.exact_only or request is None:
         return {}
     env = _marker_environment(request)
@@ -232,8 +231,6 @@ def exact_dependencies(base: BaseContents, pins, request) -> dict[str, str]:
 
 
 def _marker_environment(request) -> dict[str, str]:
-    from envbuild.lock.pip_tags import machine_for
-
     return {"python_version": request.python, "python_full_version": f"{request.python}.0",
             "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
             "platform_machine": machine_for(request.platform), "implementation_name": "cpython",
@@ -267,9 +264,6 @@ def download_size(pin) -> int | None:
 def _metadata(pin, request) -> str | None:
     """The core metadata of `pin`'s wheel, read from its index (PEP 658, else a few range
     requests into the wheel)."""
-    from envbuild.errors import EnvironmentProblem
-    from envbuild.pypi import SimpleIndex
-
     wheel = _wheel(pin)
     if wheel is None or not wheel.url.startswith(("https:", "http:")):
         return None
@@ -292,11 +286,6 @@ def lock_over_base(resolution, request, *, timeout: float, allow_unhashed: bool,
     carries, it is locked without them and the split says what differs. `lock(request,
     explain)` makes each lock (default: uv and the hash guard of pip_lock; the lock API passes one that
     also holds the CUDA wheels to the resolved release)."""
-    from dataclasses import replace
-
-    from envbuild import matrix
-    from envbuild.lock import pip_lock
-
     if lock is None:
         def lock(req, explain=True):
             pins = pip_lock.resolve_uv(req, timeout, explain=explain)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from envbuild.lock import folder
+from envbuild.lock.conda_lockfile import record_base_image
 
 
 def record_text(base_image: str, pulled_from: str, digest: str) -> str:
@@ -24,8 +25,6 @@ def write(lock_dir: Path, base_image: str, pulled_from: str, digest: str) -> str
 
     def edit(new) -> None:
         if folder.CONDA_LOCKFILE in new.names:
-            from envbuild.lock.conda_lockfile import record_base_image
-
             record_base_image(new.path / folder.CONDA_LOCKFILE, base_image, digest)
 
     folder.update(lock_dir, {folder.BASE_RECORD: record}, edit)

@@ -6,8 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from envbuild.lock import folder
+import yaml
+
+from envbuild.lock import folder, pip_lock, pylock
+from envbuild.lock.api import by_platform, target_platforms
 from envbuild.lock.metadata import read_custom_metadata, stamp_for
+from envbuild.lock.request import needs_conda, needs_pip
+from envbuild.lock.solve import SolveFailed
 from envbuild.model import Resolution, Spec
 
 
@@ -15,12 +20,6 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir,
           platform_resolutions: "Mapping[str, Resolution] | None" = None) -> list[str]:
     """`platform_resolutions`: the spec's resolution for each other platform of the lock
     (as for `envbuild.lock.api.lock`)."""
-    import yaml
-
-    from envbuild.lock.api import by_platform, target_platforms
-    from envbuild.lock.request import needs_conda, needs_pip
-    from envbuild.lock.solve import SolveFailed
-
     out = Path(out_dir)
     if out.is_dir():
         folder.recover(out)  # a write killed after its commit point is finished first
@@ -53,8 +52,6 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir,
                     problems.append(f"{out / folder.explicit_name(platform)} is missing")
 
     wants_pip = any(needs_pip(spec, r) for r in resolutions.values())
-    if wants_pip:
-        from envbuild.lock import pip_lock, pylock  # the installer and network modules: only for a pip lock
     for i, platform in enumerate(chosen if wants_pip else ()):
         if pip_lock.build_pip_request(spec, resolutions[platform], platform, None) is None:
             continue

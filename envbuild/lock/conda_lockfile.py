@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+import yaml
+
 from envbuild.errors import UserError
-from envbuild.lock.folder import explicit_name
+from envbuild.lock.folder import explicit_name, read_conda_lockfile
 from envbuild.lock.metadata import PREFIX, Stamp
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.solve import LockedPackage
@@ -94,8 +96,6 @@ def write_lockfile(document: dict, path: Path) -> None:
     the order above), after our header. Written here rather than with conda-lock's models:
     importing conda-lock loads its whole command-line tool, several times the cost of the
     solve. No time or git metadata: the same inputs give identical bytes."""
-    import yaml
-
     text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
     path.write_text(HEADER + text, encoding="utf-8")
 
@@ -104,8 +104,6 @@ def record_base_image(path: Path, ref: str, digest: str) -> None:
     """Add a pinned base image and its digest to a conda-lock.yml's metadata, so the lock
     names the exact base it was built on. `path` is the copy in a lock folder's staging
     folder (`folder.update`), which replaces the lock as a unit."""
-    from envbuild.lock.folder import read_conda_lockfile
-
     document = read_conda_lockfile(path)
     metadata = document.setdefault("metadata", {})
     custom = dict(metadata.get("custom_metadata") or {})

@@ -25,7 +25,14 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from envbuild import frameworks, specifiers
 from envbuild.cuda_packages import Component, components
+from envbuild.errors import EnvironmentProblem
+from envbuild.lock import pip_lock
+from envbuild.matrix.lookup import max_cuda_for_driver
 from envbuild.model import Conflict, Fact, Fix, ResolvedStack
 from envbuild.package_sets import package_set
 
@@ -120,8 +127,6 @@ def toolkit_releases(m, major: int) -> list[tuple[str, dict[str, str]]]:
     """[(CUDA minor, {wheel: version})] of CUDA `major`, oldest first: the component wheels
     NVIDIA's `cuda-toolkit` metapackage pins for the newest update of each minor
     (matrices/wheels.yaml, read by `envbuild matrix refresh`)."""
-    from packaging.version import Version
-
     newest: dict[str, tuple] = {}
     for r in m.wheels:
         if r.package != "cuda-toolkit" or not r.pins or int(r.version.split(".")[0]) != major:
@@ -186,8 +191,6 @@ def _refusal(package: str, explanation: str) -> tuple[str, str] | None:
 
 
 def _admits(spec: str, version: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     try:
         return SpecifierSet(spec).contains(version, prereleases=True)
     except InvalidSpecifier:
@@ -219,9 +222,6 @@ def lock_pip(m, request, cudnn: str | None, *, timeout: float, allow_unhashed: b
     requirement refuses moves as little as that requirement needs (see `_moved`). The
     request's own constraints (a base image's versions) hold throughout; a failure without
     any CUDA hold left is explained when `explain`."""
-    from envbuild.errors import EnvironmentProblem
-    from envbuild.lock import pip_lock
-
     major = int(request.cuda.split(".")[0]) if request.cuda else 0
     releases = dict(toolkit_releases(m, major)) if request.cuda else {}
     cuda = _minor(request.cuda) if request.cuda else None
@@ -256,8 +256,6 @@ def lock_pip(m, request, cudnn: str | None, *, timeout: float, allow_unhashed: b
 
 def _ptxas_users(stack: ResolvedStack) -> list[str]:
     """The stack's frameworks that compile their kernels with the installed ptxas (XLA)."""
-    from envbuild import frameworks
-
     return [f.name for f in stack.frameworks if f.name in frameworks.names() and frameworks.get(f.name).jit_ptxas]
 
 
@@ -286,8 +284,6 @@ def _driver_for(m, cuda: str, platform: str) -> str | None:
 
 
 def _driver_facts(m, stack: ResolvedStack, platform: str):
-    from envbuild.matrix.lookup import max_cuda_for_driver
-
     _, have = max_cuda_for_driver(m, stack.driver, platform)
     return have, Fact(have.rule, have.source or "envbuild rule", have.inferred, have.secondary)
 
@@ -314,8 +310,6 @@ def _runtime(m, stack: ResolvedStack, platform: str, c: Component) -> Check:
 
 def _native_rule(m, stack: ResolvedStack):
     """The family rule that says one of the stack's releases needs its toolkit's own driver."""
-    from envbuild import specifiers
-
     for f in stack.frameworks:
         for r in m.family_rules:
             if r.native_driver and r.framework in (f.name, "*") and \

@@ -20,6 +20,7 @@ it holds the lock, no other run can be using one).
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -28,12 +29,18 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
+import time
 from contextlib import contextmanager
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+
 from envbuild import say
+from envbuild.atomic import naming
+from envbuild.urls import strip_text
 
 CONDA_LOCKFILE = "conda-lock.yml"
 PIP_LOCKFILE = "requirements.lock"
@@ -84,8 +91,6 @@ def read_conda_lockfile(path: Path):
     """The parsed conda-lock.yml at `path`, read with PyYAML's C loader where it is built (a
     lock of 200 packages parses several times faster than with the pure-Python one).
     Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
-    import yaml
-
     return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
@@ -149,8 +154,6 @@ def fault_step(what: str) -> None:
     concurrency tests can make two writers meet)."""
     global _steps
     if what == "sealed" and os.environ.get("ENVBUILD_FAULT_HOLD"):
-        import time
-
         time.sleep(float(os.environ["ENVBUILD_FAULT_HOLD"]))
     wanted = os.environ.get("ENVBUILD_FAULT_STEP")
     if not wanted:
@@ -198,8 +201,6 @@ class NewSet:
     def seal(self) -> None:
         """Write the record of every file's hash; the set is complete after this. Lockfiles
         are committed to repositories: no URL in them keeps its credentials."""
-        from envbuild.urls import strip_text
-
         files = {}
         for name in self.names:
             text = (self.path / name).read_text(encoding="utf-8")
@@ -221,10 +222,6 @@ class NewSet:
 def replacing(folder: Path) -> Iterator[NewSet]:
     """Yield an empty NewSet to fill; when the block ends without an error it replaces the
     lock in `folder` as one unit. On an error the folder keeps its old set."""
-    import tempfile  # here and in _exchange: readers of a lock folder (check, dockerfile) need neither
-
-    from envbuild.atomic import naming
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with naming(folder), _exclusive(folder):
@@ -327,8 +324,6 @@ _AT_FDCWD = -100
 
 def _exchange(stage: Path, folder: Path) -> bool:
     """Swap the two folders atomically; False when this kernel or filesystem cannot."""
-    import ctypes
-
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         return False

@@ -23,6 +23,11 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from urllib.parse import unquote, urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from uv import find_uv_bin
 
 from envbuild import say
 from envbuild.errors import EnvironmentProblem, UserError
@@ -99,8 +104,6 @@ class PipLockFailed(SolveFailed):
 
 
 def _requirement(text: str, where: str):
-    from packaging.requirements import InvalidRequirement, Requirement
-
     try:
         return Requirement(text)
     except InvalidRequirement as exc:
@@ -171,15 +174,11 @@ def check_indexes(request: PipRequest, timeout: float) -> None:
     names the index (credentials masked) and why. Any status but 401/403/5xx is an answer:
     a 404 for one project is the resolver's business."""
     import requests
-    from packaging.utils import canonicalize_name
-
     project = canonicalize_name(_requirement(request.requirements[0], "requirements").name)
     verify: "str | bool" = request.settings.cert or True
     proxies = {"http": request.settings.proxy, "https": request.settings.proxy} if request.settings.proxy else None
     for url in request.indexes:
         if url.startswith("file:"):
-            from urllib.parse import unquote, urlsplit
-
             if not os.path.isdir(unquote(urlsplit(url).path)):
                 _unreadable(url, "the folder does not exist")
             continue
@@ -221,8 +220,6 @@ def uv_command(request: PipRequest, requirements_in: str, output: str, constrain
     """uv's command line: no index URL and no credential on it (any local user can read a
     process's command line); the indexes travel in `uv_env`. `constraints`: a file of
     name==version lines the solver keeps to (the request's `constraints`)."""
-    from uv import find_uv_bin
-
     command = [
         find_uv_bin(), "pip", "compile", requirements_in, "-o", output, "--format", "pylock.toml", "--quiet",
         "--no-config", "--no-header", "--no-annotate", "--generate-hashes", "--no-build",

@@ -25,9 +25,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from packaging.version import Version
+from uv import find_uv_bin
 
-from envbuild import atomic
+from envbuild import atomic, frameworks
+from envbuild.errors import EnvironmentProblem
+from envbuild.lock import pip_lock
+from envbuild.matrix.refresh import flow_yaml
 from envbuild.model import BUILD_PLATFORMS
+from envbuild.resolver.context import index
+from envbuild.resolver.lockable import requirement
 
 PYPI = "https://pypi.org/simple"
 HEADER = """\
@@ -66,10 +72,6 @@ def cases(m, *, every_release: bool = False) -> list[Case]:
     """The cases of every pip build: the newest release of each series (every release with
     `every_release`), each platform envbuild builds for that the build publishes, each Python
     it has wheels for there; one per requirement (a JAX build per CUDA minor asks the same)."""
-    from envbuild import frameworks
-    from envbuild.resolver.context import index
-    from envbuild.resolver.lockable import requirement
-
     ix = index(m)
     out: dict[str, Case] = {}
     for name in frameworks.names():
@@ -107,9 +109,6 @@ def sample(all_cases: list[Case], size: int) -> list[Case]:
 
 def prove(case: Case, *, glibc: str, today: str, timeout: float = 30.0) -> Answer:
     """Lock `case` with uv as `envbuild lock` does (nothing is installed)."""
-    from envbuild.errors import EnvironmentProblem
-    from envbuild.lock import pip_lock
-
     request = pip_lock.PipRequest(
         platform=case.platform, python=case.python, glibc=glibc, requirements=tuple(case.requirement.split()),
         index_url=PYPI, extra_index_urls=(case.index,) if case.index else (), frameworks=tuple(case.requirement.split()))
@@ -181,8 +180,6 @@ def sweep(all_cases: list[Case], cache: Cache, *, glibc: str, today: str, offlin
 
     unreadable = _unreadable({c.index for c in todo if c.index}, next((c for c in todo if c.index), None))
     if todo:
-        from uv import find_uv_bin
-
         # uv's path is read from sysconfig, whose first read is not safe in several threads at
         # once (its EXE came back None): read it here, before the pool does
         find_uv_bin()
@@ -204,9 +201,6 @@ def sweep(all_cases: list[Case], cache: Cache, *, glibc: str, today: str, offlin
 def _unreadable(indexes: set[str], example: Case | None) -> dict[str, str]:
     """index -> why it cannot be read, for those of `indexes` that do not answer (asked once
     each, instead of once per case through uv's retries)."""
-    from envbuild.errors import EnvironmentProblem
-    from envbuild.lock import pip_lock
-
     out = {}
     for url in sorted(indexes):
         request = pip_lock.PipRequest(platform="linux-64", python="3.12", glibc="2.39",
@@ -245,8 +239,6 @@ def rows(answers: dict[Case, Answer]) -> list[dict]:
 
 
 def render(table_rows: list[dict]) -> str:
-    from envbuild.matrix.refresh import flow_yaml
-
     lines = [HEADER.rstrip("\n"), "rows:"]
     lines += ["- {" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in r.items()) + "}" for r in table_rows]
     return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
+from envbuild.lock.errors import diagnose
 from envbuild.lock.gpu import framework_packages, is_gpu_build, variant_problem
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.virtual import VirtualPackage
@@ -154,8 +155,6 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
 
 
 async def _solve_all(requests: list[SolveRequest]) -> tuple[dict[str, list[LockedPackage]], list[Conflict], list[str]]:
-    from envbuild.lock.errors import diagnose
-
     solver = Solver()
     solved: dict[str, list[LockedPackage]] = {}
     conflicts: list[Conflict] = []

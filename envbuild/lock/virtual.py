@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envbuild import matrix
 from envbuild.errors import UserError
 from envbuild.model import ResolvedStack
 
@@ -27,8 +28,6 @@ class VirtualPackage:
 
 def _targets():
     """The matrices, whose lock_targets.yaml tables say what the target machine is."""
-    from envbuild import matrix
-
     return matrix.load()
 
 

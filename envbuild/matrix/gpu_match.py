@@ -106,4 +106,3 @@ def candidates(index: GpuIndex, gpus, text: str) -> list:
         if rows:
             return rows
     return []
-

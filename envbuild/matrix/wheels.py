@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-# packaging.specifiers and packaging.utils (both bring packaging.tags) and
-# packaging.requirements (markers) are imported inside the functions that read an index:
-# the resolver imports this module for `pythons_on` only.
 from envbuild.model import PLATFORMS  # envbuild's platform names, in the order rows list them
-
-if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
 
 
 @dataclass(frozen=True)
@@ -53,8 +50,6 @@ def tag_platforms(tag: str) -> tuple[str, ...]:
 def tag_pythons(interpreter: str, abi: str, requires_python: str | None, universe: tuple[str, ...]) -> tuple[str, ...]:
     """Wheel interpreter/ABI tags -> CPython feature releases ("3.11") it installs on.
     Free-threaded builds (cp313t) are left out: a plain `python: 3.13` is the GIL build."""
-    from packaging.specifiers import SpecifierSet  # here: `resolve` reaches this module but not this function
-
     try:
         allowed = SpecifierSet(requires_python or "")
     except ValueError:
@@ -80,8 +75,6 @@ def tag_pythons(interpreter: str, abi: str, requires_python: str | None, univers
 
 def by_version(files: list[dict]) -> dict[Version, list[tuple[dict, frozenset | None]]]:
     """Non-yanked files grouped by release: (file, wheel tags), tags None for an sdist."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     out: dict[Version, list] = {}
     for f in files:
         if f.get("yanked"):
@@ -126,8 +119,6 @@ def pythons_on(wheels, platform: str) -> frozenset[str] | None:
 
 
 def _sdist_version(filename: str) -> Version | None:
-    from packaging.utils import InvalidSdistFilename, parse_sdist_filename
-
     try:
         return parse_sdist_filename(filename)[1]
     except (InvalidSdistFilename, InvalidVersion):
@@ -142,8 +133,6 @@ def released_versions(grouped: dict[Version, list]) -> list[Version]:
 
 # --- core metadata -------------------------------------------------------------------------
 def requires_dist(metadata: str) -> list:
-    from packaging.requirements import InvalidRequirement, Requirement
-
     out = []
     for line in metadata.splitlines():
         if not line.startswith("Requires-Dist:"):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envbuild import frameworks
+from envbuild import frameworks, matrix
 from envbuild.model import BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
+from envbuild.resolver.fixes import fixes_for
 from envbuild.resolver.problem import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
@@ -52,8 +53,6 @@ def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = Fals
     `read_base(ref, platform)` reads what a base image outside the catalog carries
     (`envbuild.image_facts.read`); without it only the facts the spec states are known."""
     if matrices is None:
-        from envbuild import matrix
-
         matrices = matrix.load()
     return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
 
@@ -66,8 +65,6 @@ def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Res
     for p in a.problems:
         fixes = ()
         if with_fixes:
-            from envbuild.resolver.fixes import fixes_for
-
             fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint),
                                     lambda s: analyse(s, ix, joint)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))

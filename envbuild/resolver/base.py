@@ -24,7 +24,7 @@ import dataclasses
 
 from packaging.version import Version
 
-from envbuild import frameworks
+from envbuild import frameworks, specifiers
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import CUSTOM_FAMILY, BaseImageChoice
@@ -121,8 +121,6 @@ def _same_version(image_version: str | None, version: str) -> bool:
 def carries_resolved_build(m, base: BaseImageChoice, framework, row: t.BaseCarries) -> bool:
     """Does the catalog image `base` carry exactly the resolved `framework` build (the same
     release and CUDA), for a release its family's `base_carries` record covers?"""
-    from envbuild import specifiers
-
     img = catalog_image(m.base_images, base.ref)
     if img is None or (img.framework or "").lower() != framework.name or not framework.cuda or not img.cuda:
         return False

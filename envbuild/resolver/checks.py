@@ -15,6 +15,7 @@ from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, Lazy, fact
+from envbuild.resolver.lockable import locking_releases
 from envbuild.resolver.problem import Problem
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
@@ -237,8 +238,6 @@ def lock_proof(b: Build, req: Request, ix: Index) -> list[Problem]:
     rows = [r for r in b.lock_proof if r.platform == req.platform and not r.lockable]
     row = next(r for r in rows if req.python is None or req.python in r.pythons.split())
     locks = frozenset(remaining or ())
-    from envbuild.resolver.lockable import locking_releases
-
     what = f"Python {req.python}" if req.python else f"Python {_py_range(refused)}"
     others = [v for v in locking_releases(ix.m, b.framework, req.platform, b.version) if v != b.version]
     moves = f"Python ({_py_range(locks)} has wheels and is not found to fail) or " if locks else ""

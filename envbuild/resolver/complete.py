@@ -15,7 +15,7 @@ from envbuild import frameworks
 from envbuild.resolver import checks, families
 from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.problem import Problem
-from envbuild.resolver.context import Index
+from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import CudaPin, Request
 from envbuild.values import major_minor
 from envbuild.versions import Constraint, parse_version
@@ -273,8 +273,6 @@ def _versions(builds: list[Build]) -> str:
 
 
 def _row_fact(b: Build):
-    from envbuild.resolver.context import fact
-
     return fact(f"{b.label}", b.row)
 
 

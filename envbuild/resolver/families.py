@@ -9,6 +9,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from envbuild import specifiers
+from envbuild.frameworks.build import known_pythons
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Problem
@@ -170,8 +171,6 @@ def _at_least(a: Version, b: Version) -> bool:
 
 
 def _pythons(spec: str) -> list[str]:
-    from envbuild.frameworks.build import known_pythons
-
     return [p for p in known_pythons() if specifiers.admits(spec, f"{p}.0", True)]
 
 

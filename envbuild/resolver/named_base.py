@@ -20,6 +20,7 @@ import re
 
 from envbuild.matrix import tables as t
 from envbuild.model import CUSTOM_FAMILY, Spec
+from envbuild.versions import parse_version
 
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")
@@ -139,8 +140,6 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
 
 def _env_fact(row: t.ImageEnv, value: str) -> str | None:
     if row.fact == "framework":  # the whole version: a nightly's 2.4.0.dev20240514 is not 2.4.0
-        from envbuild.versions import parse_version
-
         try:
             parse_version(value.strip())
         except ValueError:

@@ -1,11 +1,13 @@
 """The spec, read once into the values the checks compare (parsed versions, GPU rows)."""
 from __future__ import annotations
 
+import difflib
 import functools
 from dataclasses import dataclass
 
 from envbuild.errors import UserError
 from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import gpu_key, gpu_names
 from envbuild.model import ResolvedGpu, Spec
 from envbuild.resolver.context import Index
 from envbuild.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
@@ -182,10 +184,6 @@ def _row_cc(text: str) -> ComputeCapability:
 
 def gpu_suggestion(ix: Index, text: str) -> str | None:
     """The nearest GPU name the matrix knows, for the warning about an unknown one."""
-    import difflib
-
-    from envbuild.matrix.lookup import gpu_key, gpu_names
-
     names = {gpu_key(n): n for n in gpu_names(ix.m)}
     close = difflib.get_close_matches(gpu_key(text), list(names), n=1, cutoff=0.6)
     return names[close[0]] if close else None

@@ -20,9 +20,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from envbuild import say
 from envbuild.errors import UserError
 from envbuild.model import BASE_FACTS, BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
-from envbuild.spec.validate import GpuCheck
+from envbuild.spec.parse import RawSpec, read_spec_file
+from envbuild.spec.validate import GpuCheck, canonical_framework, split_framework, validate_raw
 
 COMMAND_LINE = "command line"
 SPEC_NAMES = ("envbuild.yaml", "envbuild.yml")  # found in the current folder when no SPEC is given
@@ -98,9 +100,6 @@ def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = Non
                    host: HostReader | None = None, environ: Mapping[str, str] | None = None) -> Spec:
     """The spec file (given, else found here, if any) with the environment's values and
     then the flags laid over it, validated."""
-    from envbuild.spec.parse import RawSpec, read_spec_file
-    from envbuild.spec.validate import validate_raw
-
     path = getattr(args, "spec", None)
     if path is None:
         path = args.spec = discover_spec()
@@ -112,8 +111,6 @@ def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = Non
 
 def discover_spec(folder: Path = Path(".")) -> str | None:
     """`envbuild.yaml` or `envbuild.yml` in `folder`, named on stderr; None when neither is there."""
-    from envbuild import say
-
     found = [name for name in SPEC_NAMES if os.path.lexists(folder / name)]
     if len(found) > 1:
         raise UserError(f"both {' and '.join(found)} are here: envbuild does not guess which is the spec",
@@ -129,8 +126,6 @@ def overlay_environment(raw: Any, environ: Mapping[str, str]) -> None:
     """Lay the ENVBUILD_* values (ENVIRONMENT) over a `RawSpec` in place; each value
     remembers its variable, so a bad one is reported as `ENVBUILD_DRIVER: ...`. An empty
     variable counts as unset."""
-    from envbuild import say
-
     for name, path in ENVIRONMENT.items():
         value = environ.get(name, "").strip()
         if not value:
@@ -154,8 +149,6 @@ def _boolean(text: str, name: str) -> bool:
 
 def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = None) -> None:
     """Lay the flags over a `RawSpec` in place; each value remembers the flag it came from."""
-    from envbuild.spec.validate import canonical_framework, split_framework
-
     for text in getattr(args, "framework", None) or []:
         where = f"--framework {text}"
         try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envbuild.errors import UserError
 
 Path_ = tuple  # a path into the raw mapping: ("target", "gpus", 0)
@@ -114,8 +116,6 @@ def _decode(data: bytes, source: str) -> str:
 
 
 def parse_text(text: str, source: str | None = None) -> RawSpec:
-    import yaml  # imported here: most commands that never read a spec should not pay for it
-
     loader_type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     loader = loader_type(text)
     label = source or "<spec>"
@@ -162,8 +162,6 @@ class _Builder:
         return f"{self.label}:{mark.line + 1}:{mark.column + 1}"
 
     def build(self, node: Any, path: Path_) -> Any:
-        import yaml
-
         self.raw.locations.setdefault(path, self.at(node))
         key = id(node)
         if key in self.done:

@@ -9,15 +9,23 @@ own, and a part that depends on another (pins against `cuda:`) only when that on
 """
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from envbuild import fields, frameworks
 from envbuild.errors import UserError, UserErrors
+from envbuild.memory_size import parse_gib
 from envbuild.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, FRAMEWORKS, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
 from envbuild.package_sets import package_frozenset
 from envbuild.spec.parse import RawSpec
+from envbuild.urls import mask
+from envbuild.values import ComputeCapability, major_minor
+from envbuild.versions import cuda_from_local, parse_constraint, parse_version, read_local_label
 
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
 TOP_KEYS = (
@@ -77,8 +85,6 @@ def validate_raw(raw: RawSpec, gpu_check: GpuCheck | None = None) -> Spec:
 
 
 def did_you_mean(word: str, choices: Any) -> str | None:
-    import difflib  # only on bad input
-
     close = difflib.get_close_matches(str(word).lower(), [str(c).lower() for c in choices], n=1, cutoff=0.6)
     if not close:
         return None
@@ -221,8 +227,6 @@ class _Validator:
             ))
 
     def version(self, path: tuple, what: str, *, parts: tuple[int, int], example: str) -> str | None:
-        from envbuild.versions import parse_version
-
         text = self.string(path)
         if text is None:
             return None
@@ -332,8 +336,6 @@ class _Validator:
         return platform, chosen
 
     def resources(self) -> dict[str, Any]:
-        from envbuild.memory_size import parse_gib
-
         count = self.get(("resources", "gpus"))
         if count is not None:
             count = fields.gpu_count(count, self.raw.where(("resources", "gpus")) or "spec", "resources.gpus")
@@ -368,8 +370,6 @@ class _Validator:
 
     def framework(self, path: tuple, written: str, constraint: Any, chosen: dict, implied: dict) -> None:
         """One entry of `frameworks:`, added to `chosen` and `implied` (see `frameworks`)."""
-        from envbuild.versions import parse_constraint
-
         self.printable(path, str(written), key=True)
         if isinstance(constraint, str):
             self.printable(path, constraint)
@@ -393,8 +393,6 @@ class _Validator:
             if parsed.any:
                 constraint = None
             elif parsed.local is not None:
-                from envbuild.versions import read_local_label
-
                 label = read_local_label(parsed.local)
                 if label.kind in ("cpu", "rocm"):
                     raise self.fail(
@@ -414,9 +412,6 @@ class _Validator:
 
     def check_pins(self, implied: dict, cuda: str | None, installer: str | None) -> None:
         """Pins that contradict each other before any matrix is consulted."""
-        from envbuild.values import major_minor
-        from envbuild.versions import parse_version
-
         anchor = None
         if cuda:  # "12" stays a major (any 12.x); "12.1.1" and "12.1" both mean 12.1
             anchor = (f"cuda: {cuda}", cuda if "." not in cuda else major_minor(parse_version(cuda)), ("cuda",))
@@ -441,8 +436,6 @@ class _Validator:
         path = ("cuda",)
         text = self.string(path)
         if text is not None and re.fullmatch(r"cu\d{2,4}", text, re.IGNORECASE):
-            from envbuild.versions import cuda_from_local
-
             self.data["cuda"] = text = cuda_from_local(text)
         elif text is not None and re.fullmatch(r"\d+\.[x*]", text):  # "12.x" / "12.*": any 12.x
             self.data["cuda"] = text = text.split(".")[0]
@@ -470,8 +463,6 @@ class _Validator:
         return tuple(dict.fromkeys(g for g in out if g is not None))
 
     def gpu(self, path: tuple, name: str) -> str:
-        from envbuild.values import ComputeCapability
-
         if re.fullmatch(_CC, name):
             cc = ComputeCapability.parse(name)
             if not 1 <= cc.major <= 20:
@@ -639,10 +630,6 @@ _INDEX_URL = r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file:/
 def check_index_url(text: str, where: str) -> str:
     """A pip index URL as the lock and pip's command line take it: http(s) or file, one line,
     no spaces or quotes (credentials, if any, are masked in every message and file)."""
-    from urllib.parse import urlsplit
-
-    from envbuild.urls import mask
-
     ok = re.fullmatch(_INDEX_URL, text) is not None
     if ok:
         try:
@@ -664,8 +651,6 @@ def _same_cuda(a: str, b: str) -> bool:
 
 
 def _check_pip_requirement(text: str, fail: Callable[[str], UserError]) -> None:
-    from packaging.requirements import InvalidRequirement, Requirement
-
     try:
         Requirement(text)
     except InvalidRequirement as exc:

@@ -21,14 +21,13 @@ from types import ModuleType
 from typing import Any, Callable
 
 from envbuild.errors import UserError
+from envbuild.spec.validate import did_you_mean
 
 KINDS = ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte")
 
 
 def module(kind: str, where: str = "kind") -> ModuleType:
     if kind not in KINDS:
-        from envbuild.spec.validate import did_you_mean
-
         raise UserError(f"unknown scheduler kind {kind!r}", where=where,
                         hint=did_you_mean(kind, KINDS) or f"one of: {', '.join(KINDS)}")
     return importlib.import_module(f"envbuild.targets.{kind}")

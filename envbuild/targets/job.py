@@ -5,6 +5,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from envbuild import matrix
+from envbuild.matrix.lookup import find_gpu, gpu_model
+
 if TYPE_CHECKING:  # fleets validate their schedulers through this package: no runtime import back
     from envbuild.fleet import Target
 
@@ -44,9 +47,6 @@ class Job:
     def gpu_row(self):
         if not self.target:
             return None
-        from envbuild import matrix
-        from envbuild.matrix.lookup import find_gpu
-
         return find_gpu(matrix.load(), self.target.gpu)
 
     def gpu_model(self):
@@ -54,9 +54,6 @@ class Job:
         row = self.gpu_row()
         if row is None:
             return None
-        from envbuild import matrix
-        from envbuild.matrix.lookup import gpu_model
-
         return gpu_model(matrix.load(), row)
 
     def compute_capability(self) -> str | None:
@@ -74,8 +71,6 @@ class Job:
         row = self.gpu_row()
         if row is None:
             return []
-        from envbuild import matrix
-
         need = self.target.gpu_memory_gib if self.target and not self.target.mig else None
         names = {row.name, self.gpu_model().name}  # instances name the model (p4de: NVIDIA A100, 80 GB)
         rows = [i for i in matrix.load().cloud_instances

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from envbuild import fields
+import yaml
+
+from envbuild import atomic, fields
+from envbuild.targets import k8s_api
 from envbuild.targets.job import Job
 
 KIND = "k8s"
@@ -57,8 +60,6 @@ def manifest(job: Job) -> dict:
 
 
 def render(job: Job) -> str:
-    import yaml
-
     return yaml.safe_dump(manifest(job), sort_keys=False)
 
 
@@ -66,8 +67,6 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, context:
            poll: float = 2.0) -> dict[str, dict]:
     """With a kube context, one Job per target through the API server: wait, read the pod's
     log, delete the Job. Without one, write the manifests and say how to apply them."""
-    from envbuild.targets import k8s_api
-
     contexts = [context] + [j.scheduler.get("context") for j in jobs]
     chosen = k8s_api.context_to_use(next((c for c in contexts if c), None))
     if chosen is None:
@@ -76,8 +75,6 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, context:
 
 
 def _write_manifests(jobs: list[Job], workdir, progress) -> dict[str, dict]:
-    from envbuild import atomic
-
     paths = []
     for job in jobs:
         path = workdir / f"{job.name}.yaml"

@@ -17,7 +17,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from envbuild import atomic
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.probe_report import report_from_output
 
 REQUEST_TIMEOUT = (10, 60)  # seconds to connect, to read one answer
 
@@ -38,8 +42,6 @@ def _kubeconfig_files() -> list[Path]:
 
 def context_to_use(requested: str | None) -> KubeContext | None:
     """The requested context, else the current one; None when no kubeconfig names one."""
-    import yaml
-
     contexts: dict[str, dict] = {}
     clusters: dict[str, dict] = {}
     current = None
@@ -70,10 +72,6 @@ def context_to_use(requested: str | None) -> KubeContext | None:
 
 def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float, poll: float) -> dict[str, dict]:
     """items: (Job, manifest dict) pairs. Returns {job name: result} as slurm.submit does."""
-    import yaml
-
-    from envbuild import atomic
-
     try:
         from kubernetes import client, config
     except ImportError:
@@ -132,8 +130,6 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
             states = {k: s if s in ("COMPLETE", "FAILED") else f"NOT DONE after {timeout:g} s" for k, s in states.items()}
             break
         time.sleep(poll)
-    from envbuild.probe_report import report_from_output
-
     results = {}
     for key, (namespace, name) in created.items():
         log, why = _pod_output(core, ctx, namespace, name)

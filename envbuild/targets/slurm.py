@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import subprocess
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from envbuild import fields, say
+from envbuild import atomic, fields, probe, say
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.probe_report import report_from_output
 from envbuild.targets.job import IMAGE_PROBE, Job
-
-if TYPE_CHECKING:
-    import subprocess
 
 KIND = "slurm"
 SUFFIX = ".sh"
@@ -88,10 +88,6 @@ def render(job: Job) -> str:
               "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
     if runtime == "host" and job.probe_path == IMAGE_PROBE:
         # no container on the node: this envbuild's probe, run by the node's own Python
-        from dataclasses import replace
-
-        from envbuild import probe
-
         job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
     lines += ["set -euo pipefail", f"IMAGE={shlex.quote(job.image)}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
@@ -127,9 +123,6 @@ def _device_lines(devices: str) -> list[str]:
 
 # --- submitting (envbuild verify --fleet) -----------------------------------------------------------
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    import shutil  # only to run a command: a fleet file's check of the scheduler needs neither
-    import subprocess
-
     if shutil.which(argv[0]) is None:
         raise EnvironmentProblem(f"{argv[0]} not found", where="slurm", hint="run on a Slurm login node, or install slurm-client")
     say.command(argv)
@@ -138,9 +131,6 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 
 def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: float = 1.0) -> dict[str, dict]:
     """One sbatch per target; wait for all, then read each job's output file."""
-    from envbuild import atomic
-    from envbuild.probe_report import report_from_output
-
     ids: dict[str, str] = {}
     outputs = {}
     for job in jobs:

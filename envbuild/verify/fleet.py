@@ -7,15 +7,19 @@ one JSON document and one JUnit file with a testsuite per target.
 """
 from __future__ import annotations
 
+import re
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from envbuild import atomic
 from envbuild.fleet import Target
 from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
+from envbuild.verify.junit import junit_tree
 
 
 def job_for(image: str, target: Target, *, static: bool) -> Job:
@@ -39,8 +43,6 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
             for job_name, result in mod.submit(jobs, workdir, progress, **kwargs).items():
                 results[job_name] = result
         else:
-            from envbuild import atomic
-
             for job in jobs:
                 path = workdir / f"{job.name}{mod.SUFFIX}"
                 atomic.write_text(path, mod.render(job))
@@ -77,11 +79,6 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
 
 def write_junit(path, report: dict[str, Any]) -> None:
     """One testsuite per target (its checks as testcases), in one file."""
-    import xml.etree.ElementTree as ET
-
-    from envbuild import atomic
-    from envbuild.verify.junit import junit_tree
-
     root = ET.Element("testsuites", name="envbuild.verify.fleet")
     for e in report["targets"]:
         checks = e["checks"] or [{"name": "scheduler.submitted", "status": "skip", "required": True,
@@ -113,8 +110,6 @@ def summary_text(report: dict[str, Any]) -> str:
 
 def _why(output: str) -> str:
     """The line of a failed job's output that says why: its last error line, else its last line."""
-    import re
-
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if re.search(r"error|denied|not found|unable|cannot|fatal", line, re.I)]
     return (errors or lines or ["no output"])[-1][:300]
