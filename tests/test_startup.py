@@ -58,14 +58,16 @@ def test_help_still_lists_every_command():
 
 def test_no_command_reads_or_writes_a_cache_folder(tmp_path):
     """A cache folder anyone could have written to (a CI cache mount) is not read: FIFOs
-    under the names earlier releases used for their caches would hang a reader, garbage
-    would change an answer. Nothing is written there or in the home folder either."""
+    and a link to /dev/zero under the names earlier releases used for their caches would
+    hang a reader, garbage would change an answer. Nothing is written there or in the home
+    folder either."""
     cache, home = tmp_path / "cache", tmp_path / "home"
     (cache / "envbuild").mkdir(parents=True)
     home.mkdir()
     for name in ("matrices-version-00000000.marshal", "specifiers-packaging-26.0.marshal", "package-sets-1.marshal",
                  "dataclass-code-cpython-311-30b07f0.marshal", "builds-pytorch-0-code0.pickle"):
         os.mkfifo(cache / "envbuild" / name)
+    os.symlink("/dev/zero", cache / "envbuild" / "matrices-0-gpu1-code0.pickle")  # endless
     before = sorted(p.name for p in (cache / "envbuild").iterdir())
 
     def resolve(env=None):
