@@ -16,7 +16,7 @@ commit), in turn. It prints, per command, the median wall time and the median CP
 (user + system, less disturbed by other load on the machine), and the median total of
 `-X importtime`'s top-level cumulative microseconds. `--fresh-cache` gives every run an
 empty XDG_CACHE_HOME: the first run after installing a release that kept caches there
-(envbuild keeps none). Goal: CPU <= 8x `python -c pass` (bench/README.md).
+(`resolve` reads none). Goal: CPU <= 8x `python -c pass` (bench/README.md).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What `envbuild resolve` and `envbuild lock` load, checked by module names rather than by
 time (times vary with the machine; an import that should not happen shows up here at once),
-and that no command reads or writes a per-user cache: what a command knows comes from the
-package (the compiled matrices) and from its input."""
+and that `resolve` reads and writes no per-user cache: what it knows comes from the package
+(the compiled matrices) and from its input."""
 from __future__ import annotations
 
 import json
@@ -56,7 +56,7 @@ def test_help_still_lists_every_command():
         assert f"    {name}" in done.stdout
 
 
-def test_no_command_reads_or_writes_a_cache_folder(tmp_path):
+def test_resolve_reads_and_writes_no_cache_folder(tmp_path):
     """A cache folder anyone could have written to (a CI cache mount) is not read: FIFOs
     and a link to /dev/zero under the names earlier releases used for their caches would
     hang a reader, garbage would change an answer. Nothing is written there or in the home
