@@ -5,11 +5,20 @@
     python3 bench/outputs.py diff A.json B.json
 
 `run` calls `envbuild.cli.main` in one process for every command of the corpus and keeps
-its exit code, stdout and stderr; `diff` prints the commands whose output differs. The
-corpus: every recipe (text, JSON, --strict, each export kind), each fleet of tests/data
-alone and with every recipe, each fleet target's export, 240 seeded random requests
-(frameworks and constraints, CUDA, driver, GPUs, Python, installer, platform, base,
---strict; each in text and JSON) and `envbuild matrix` queries.
+its exit code, stdout, stderr and every file it wrote; `diff` prints the commands whose
+output differs. The corpus: every recipe (text, JSON, --strict, each export kind,
+`dockerfile`, `lock` and `lock --check`), each fleet of tests/data alone and with every
+recipe, each fleet target's export, 240 seeded random requests (frameworks and constraints,
+CUDA, driver, GPUs, Python, installer, platform, base, --strict; each in text and JSON),
+`envbuild matrix` queries, and conda locks and Dockerfiles of specs on the local test
+channels of tests/data/lock_channels.yaml.
+
+The pip recipes' locks and Dockerfiles ask the package index (PyPI), so run the two trees
+one right after the other; a channel or index that cannot be reached may fail on another
+of its URLs in each run. `{OUT}` in a command is a fresh empty folder and `{PROJECT}` a
+folder holding the local channels and the conda specs (both under one fixed folder,
+$TMPDIR/envbuild-outputs, so run one tree at a time); both are written as those names in
+the results, as are the temporary folders envbuild names in its messages.
 """
 from __future__ import annotations
 
@@ -17,7 +26,10 @@ import contextlib
 import io
 import json
 import random
+import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -25,6 +37,23 @@ import yaml
 from envbuild.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from lock_channels import repodata_channels  # noqa: E402  (a helper of the tests, not part of envbuild)
+
+# Conda specs the local test channels can solve (and one they cannot).
+CONDA_SPECS = {"torch212-cu121": ("2.1.2", "12.1", "3.10", "A100-80GB"), "torch212-cu118": ("2.1.2", "11.8", "3.10", "L4"),
+               "torch160-cu102": ("1.6.0", "10.2", "3.8", "V100"), "torch160-cu110": ("1.6.0", "11.0", "3.8", "V100")}
+CONDA_SPEC = """\
+name: {name}
+frameworks: {{pytorch: "{version}"}}
+cuda: "{cuda}"
+python: "{python}"
+target: {{driver: "535.104.05", gpus: ["{gpu}"], platform: linux-64}}
+installer: conda
+channels: [./channels/pytorch, ./channels/nvidia, ./channels/main]
+"""
+# The names of the temporary folders envbuild makes and prints (random suffixes).
+TEMPORARY = re.compile(r"(envbuild-[a-z-]+?)[-_][a-z0-9_]{8}\b|/tmp/tmp[a-z0-9_]{8}")
 
 FRAMEWORKS = {
     "pytorch": ["2.8.0", "2.7.1", "2.5.1", "2.4.0", "2.1.2", "1.13.1", "1.10.2", "1.7.1", "1.6.0", "1.7.1+cu101",
@@ -50,7 +79,8 @@ def corpus(path: str) -> None:
     fleets = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "data" / "fleets").glob("*.yaml"))
     commands = []
     for recipe in recipes:
-        commands += [["resolve", recipe], ["resolve", recipe, "--json"], ["resolve", recipe, "--strict"]]
+        commands += [["resolve", recipe], ["resolve", recipe, "--json"], ["resolve", recipe, "--strict"],
+                     ["dockerfile", recipe, "-o", "{OUT}"], ["lock", recipe, "-o", "{OUT}", "--json"]]
         for kind in ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte"):
             commands.append(["export", kind, recipe, "--image", "registry.example/ml/env:1"])
     for fleet in fleets:
@@ -61,6 +91,10 @@ def corpus(path: str) -> None:
         commands += [["resolve", "--fleet", fleet], ["resolve", "--fleet", fleet, "--json"]]
         for recipe in recipes:
             commands += [["resolve", recipe, "--fleet", fleet], ["resolve", recipe, "--fleet", fleet, "--json"]]
+    for name in CONDA_SPECS:
+        spec = f"{{PROJECT}}/{name}.yaml"
+        commands += [["lock", spec, "-o", "{OUT}"], ["dockerfile", spec, "-o", "{OUT}", "--json"],
+                     ["lock", spec, "-o", "{PROJECT}/lock-" + name], ["lock", spec, "-o", "{PROJECT}/lock-" + name, "--check"]]
     for _ in range(240):
         argv = ["resolve"]
         for name in rng.sample(sorted(FRAMEWORKS), rng.choice([1, 1, 1, 1, 2])):
@@ -87,18 +121,54 @@ def corpus(path: str) -> None:
     print(f"{len(commands)} commands")
 
 
+def _project(folder: Path) -> None:
+    repodata_channels(folder / "channels")
+    for name, (version, cuda, python, gpu) in CONDA_SPECS.items():
+        (folder / f"{name}.yaml").write_text(CONDA_SPEC.format(name=name, version=version, cuda=cuda, python=python,
+                                                               gpu=gpu))
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file under `folder` by its relative path (a binary one by its size)."""
+    found = {}
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = file.read_bytes()
+        try:
+            found[str(file.relative_to(folder))] = data.decode()
+        except UnicodeDecodeError:
+            found[str(file.relative_to(folder))] = f"{len(data)} bytes"
+    return found
+
+
 def run(path: str, out: str) -> None:
     results = []
-    for argv in json.loads(Path(path).read_text()):
-        stdout, stderr = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            try:
-                code = main(list(argv))
-            except SystemExit as exc:
-                code = exc.code
-            except Exception as exc:  # a traceback is an output too
-                code = f"raised {type(exc).__name__}: {exc}"
-        results.append({"argv": argv, "code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()})
+    # One fixed folder, emptied first: a lock's content hash covers its channels' full URLs.
+    scratch = Path(tempfile.gettempdir()) / "envbuild-outputs"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        project = scratch / "project"
+        _project(project)
+        for number, argv in enumerate(json.loads(Path(path).read_text())):
+            output = scratch / f"out{number}"
+            names = {"{OUT}": str(output), "{PROJECT}": str(project)}
+            real = [arg.replace("{OUT}", names["{OUT}"]).replace("{PROJECT}", names["{PROJECT}"]) for arg in argv]
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                try:
+                    code = main(real)
+                except SystemExit as exc:
+                    code = exc.code
+                except Exception as exc:  # a traceback is an output too
+                    code = f"raised {type(exc).__name__}: {exc}"
+            result = {"argv": argv, "code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
+            if output.exists():
+                result["files"] = _files(output)
+            text = json.dumps(result)
+            for name, real_path in names.items():
+                text = text.replace(real_path, name)
+            results.append(json.loads(TEMPORARY.sub(lambda m: (m.group(1) or "/tmp/tmp") + "-TMP", text)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     Path(out).write_text(json.dumps(results, indent=1))
     print(f"{len(results)} commands, exit codes: "
           + ", ".join(f"{c}: {sum(str(r['code']) == c for r in results)}" for c in sorted({str(r['code']) for r in results})))
@@ -109,9 +179,9 @@ def diff(a: str, b: str) -> int:
     differ = [(x, y) for x, y in zip(left, right) if x != y]
     for x, y in differ[:20]:
         print(" ".join(x["argv"]))
-        for key in ("code", "stdout", "stderr"):
-            if x[key] != y[key]:
-                print(f"  {key}:\n    A {x[key]!r:.600}\n    B {y[key]!r:.600}")
+        for key in ("code", "stdout", "stderr", "files"):
+            if x.get(key) != y.get(key):
+                print(f"  {key}:\n    A {x.get(key)!r:.600}\n    B {y.get(key)!r:.600}")
     print(f"{len(left)} commands, {len(differ)} differ" + ("" if len(left) == len(right) else ", corpus sizes differ"))
     return 1 if differ or len(left) != len(right) else 0
 
