@@ -1,5 +1,6 @@
 """Human-readable output of a `Resolution`: conflicts first, then the resolved stack as a
-compact table, then one line per check and warning, then the verdict.
+compact table, then one line per check (ok, CONFLICT, unchecked, skipped), what the
+matrices could not check, the warnings, then the verdict.
 
 Plain text that reads the same in a terminal and in a CI log; colour only when asked
 (the caller turns it on for a tty without NO_COLOR). Fixes are shown as the flags that
@@ -29,47 +30,59 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
         lines += _conflict(conflict, paint)
         lines.append("")
     if resolution.resolved is not None:
-        lines.append(paint("bold", "Resolved stack"))
+        judged = "an image build" if resolution.spec.image_build else "a host (no image asked; --for image judges an image build)"
+        lines.append(paint("bold", "Resolved stack") + f" for {judged}")
         lines += ["  " + row for row in _table(_stack_rows(resolution.resolved))]
         lines.append("")
     lines.append(paint("bold", "Checks"))
     for status, link, detail in check_lines(resolution):
-        colour = {"ok": "green", "CONFLICT": "red"}.get(status, "dim")
-        lines.append(f"  {paint(colour, f'{status:<8}')} {link:<24} {detail}".rstrip())
+        colour = {"ok": "green", "CONFLICT": "red", "unchecked": "yellow"}.get(status, "dim")
+        lines.append(f"  {paint(colour, f'{status:<9}')} {link:<24} {detail}".rstrip())
+    for item in resolution.unchecked:
+        lines.append(f"  {paint('yellow', 'unknown  ')} {item.message}")
     for warning in resolution.warnings:
-        lines.append(f"  {paint('yellow', 'warn    ')} {warning.kind}: {warning.message}")
+        lines.append(f"  {paint('yellow', 'warn     ')} {warning.kind}: {warning.message}")
+        lines += [f"    fix {i}: {format_fix(fix)}" for i, fix in enumerate(warning.fixes[:MAX_FIXES], 1)]
     lines.append("")
     lines.append(_verdict(resolution, paint))
     return "\n".join(lines)
 
 
-# The links the resolver checks, each named by the conflict kind that reports its failure.
+# The links the resolver checks: the conflict kind that reports a failure, the name
+# `unchecked[].links` gives it (None: no fact the matrices could lack), and its label.
 _LINKS = (
-    ("platform_unsupported", "platform"),
-    ("framework_cuda_mismatch", "framework build -> CUDA"),
-    ("driver_too_old", "CUDA -> driver"),
-    ("gpu_arch_unsupported", "GPU -> kernels"),
-    ("python_unsupported", "Python"),
-    ("cudnn_mismatch", "cuDNN"),
-    ("library_abi", "frameworks share CUDA"),
-    ("base_image_cuda_mismatch", "base image"),
+    ("platform_unsupported", "platform", "platform"),
+    ("framework_cuda_mismatch", "framework_build", "framework build -> CUDA"),
+    ("driver_too_old", "driver", "CUDA -> driver"),
+    ("gpu_arch_unsupported", "gpu_arch", "GPU -> kernels"),
+    ("python_unsupported", "python", "Python"),
+    ("cudnn_mismatch", "cudnn", "cuDNN"),
+    ("library_abi", None, "frameworks share CUDA"),
+    ("base_image_cuda_mismatch", "base_image", "base image"),
 )
 
 
 def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
-    """(status, link, detail) per link: CONFLICT when the resolver reported that kind, else
-    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU)."""
+    """(status, link, detail) per link: CONFLICT when the resolver reported that kind;
+    `skipped` when the spec gave nothing to check it against (no driver, no GPU);
+    `unchecked` when the matrices lack the fact to check it (never `ok`); else ok."""
     spec, stack = resolution.spec, resolution.resolved
     failed = {c.kind for c in resolution.conflicts}
+    unchecked = {link for item in resolution.unchecked for link in item.links}
     out = []
-    for kind, link in _LINKS:
+    for kind, name, link in _LINKS:
         detail = _check_detail(kind, spec, stack)
+        if detail is None and name in unchecked:
+            detail = "(see below)"
         if detail is None:
             continue
         if kind in failed:
             out.append(("CONFLICT", link, "see above"))
         elif detail.startswith("not checked"):
             out.append(("skipped", link, detail))
+        elif name in unchecked:
+            shown = spec.driver if kind == "driver_too_old" else detail  # not what the driver was found to run
+            out.append(("unchecked", link, f"{shown}: not checked, the matrices lack a fact (below)"))
         else:
             out.append(("ok", link, detail))
     return out
@@ -77,10 +90,9 @@ def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
 
 def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | None:
     """What was checked, in a few words; None when the link does not apply to this spec."""
-    if stack:
-        frameworks = ", ".join(f"{f.name} {f.version} ({f.installer}, CUDA {f.cuda})" for f in stack.frameworks)
-    else:
-        frameworks = ", ".join(f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
+    resolved = {f.name: f for f in stack.frameworks} if stack else {}
+    frameworks = ", ".join(f"{f.name} {r.version} ({r.installer}, CUDA {r.cuda})" if (r := resolved.get(f.name))
+                           else f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
     if kind == "platform_unsupported":
         return stack.platform if stack else spec.platform
     if kind == "framework_cuda_mismatch":
@@ -203,11 +215,17 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def _verdict(resolution: Resolution, paint: Any) -> str:
-    n_conf, n_warn = len(resolution.conflicts), len(resolution.warnings)
-    counts = f"{n_conf} conflict{'s' * (n_conf != 1)}, {n_warn} warning{'s' * (n_warn != 1)}"
-    word = paint("green", "ok") if resolution.ok else paint("red", "conflict")
+    n_conf, n_warn, n_unchecked = len(resolution.conflicts), len(resolution.warnings), len(resolution.unchecked)
+    counts = f"{n_conf} conflict{'s' * (n_conf != 1)}, "
+    if n_unchecked:
+        counts += f"{n_unchecked} unknown fact{'s' * (n_unchecked != 1)}, "
+    counts += f"{n_warn} warning{'s' * (n_warn != 1)}"
+    colour = {"ok": "green", "unverified": "yellow"}.get(resolution.verdict, "red")
     where = resolution.spec.source or "command line"
-    return f"verdict: {word} ({counts}) for {where}"
+    line = f"verdict: {paint(colour, resolution.verdict)} ({counts}) for {where}"
+    if resolution.verdict == "unverified":
+        line += "; refused under --strict" if resolution.spec.strict else "; --strict refuses it"
+    return line
 
 
 def _painter(colour: bool):

@@ -132,10 +132,9 @@ EXPECTED = {
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
     # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
     "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
-    # Labelled ok (TF 2.15 runs on an H100 through PTX JIT) with the user's own Python 3.11. A pip
-    # environment on an nvidia/cuda base is a venv over the distribution's python3, and no Ubuntu
-    # release has 3.11 as python3, so envbuild refuses it and offers Python 3.10 (see the PTX test).
-    "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "python_unsupported", "the image's python3 is not 3.11"),
+    # The project's own image is not in the base image catalog: its CUDA, flavour and Python are
+    # not checked, so the verdict is unverified (never ok).
+    "pt-cu128-rtx5060ti-ok": ("unverified", None, "the base image is unknown"),
 }
 
 
@@ -156,7 +155,7 @@ def test_real_case(case_id):
     verdict, kind = _expected(CASES[case_id])
     result = resolve(REQUESTS[case_id], matrix.load())
     kinds = [c.kind for c in result.conflicts]
-    assert result.verdict == verdict, (kinds, [c.message for c in result.conflicts])
+    assert result.verdict == verdict, (kinds, [c.message for c in result.conflicts], result.unchecked)
     if kind is not None:
         assert kinds[0] == kind, [c.message for c in result.conflicts]
     else:
@@ -164,27 +163,34 @@ def test_real_case(case_id):
         assert all(f.cuda for f in result.resolved.frameworks)
 
 
-def test_ptx_only_support_is_a_warning():
+def test_ptx_only_support_is_a_warning_and_an_image_build_is_a_note():
     import dataclasses
 
-    refused = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
-    assert [f.changes for f in refused.conflicts[0].fixes][0] == {"python": "3.10"}
-    # with the fix applied (the python3 of ubuntu22.04), the case resolves with its PTX warning
-    result = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], python="3.10"), matrix.load())
+    # on a host (the case: the user's own Python 3.11), ok with the PTX warning
+    result = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
     assert result.ok
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
+    # an image of it would be a venv over the base's python3, which no Ubuntu release has at 3.11:
+    # a note with the image build's fix, not a conflict
+    [note] = [w for w in result.warnings if w.kind == "image_build"]
+    assert "venv over the base image's python3" in note.message and note.fixes[0].changes == {"python": "3.10"}
+    image = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], for_image=True), matrix.load())
+    assert [c.kind for c in image.conflicts] == ["python_unsupported"]
+    fixed = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], for_image=True,
+                                        **note.fixes[0].changes), matrix.load())
+    assert fixed.ok and any(w.kind == "ptx_jit" for w in fixed.warnings)
 
 
-def test_out_of_matrix_request_is_refused_under_strict():
-    # PyTorch 0.2.0 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
+def test_out_of_matrix_request_is_unverified_and_refused_under_strict():
+    # PyTorch 0.2.0 predates the matrix: unverified (exit 0) by default, exit 1 with --strict.
     import dataclasses
 
     request = spec({"pytorch": "0.2.0"}, cuda="8.0", gpus=("6.1",), installer="conda")
-    result = resolve(dataclasses.replace(request, strict=True), matrix.load())
-    assert result.verdict == "conflict"
-    assert result.conflicts[0].kind == "unknown_fact"
+    strict = resolve(dataclasses.replace(request, strict=True), matrix.load())
+    assert strict.verdict == "unverified" and strict.exit_code == 1 and not strict.conflicts
     lenient = resolve(request, matrix.load())
-    assert lenient.ok and any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+    assert lenient.verdict == "unverified" and lenient.exit_code == 0
+    assert any("pytorch" in u.message and "0.4.1" in u.nearest for u in lenient.unchecked)
 
 
 def test_out_of_matrix_version_still_gets_the_cuda_checks():

@@ -80,7 +80,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     from envbuild.lock.request import build_requests, needs_conda, needs_pip
     from envbuild.lock.solve import solve
 
-    if not resolution.ok or resolution.resolved is None:
+    if not resolution.usable or resolution.resolved is None:
         raise LockConflict(tuple(resolution.conflicts), "")
     resolved_names = {f.name for f in resolution.resolved.frameworks}
     for wanted in spec.frameworks:

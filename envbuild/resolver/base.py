@@ -30,7 +30,7 @@ from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.checks import Problem, unknown
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Request
 from envbuild.values import major_minor
@@ -259,8 +259,8 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
         where = f" with CUDA {cuda}" if cuda else ""
         limit = f" that driver {req.driver} can start (CUDA <= {native})" if native else ""
         if family == "cuda":
-            return None, [Problem("unknown_fact", f"the base image catalog has no {family} image{where}{limit}; "
-                                  f"set base_image to one you trust", soft=True)]
+            return None, [unknown(f"the base image catalog has no {family} image{where}{limit}; set base_image to "
+                                  f"one you trust", ("base_image",))]
         return None, [Problem("base_image_cuda_mismatch",
                               f"the {family} image family in the catalog has no image{where}{limit} for "
                               f"{', '.join(b.framework + ' ' + b.version for b in builds)}, so the base family "
@@ -320,8 +320,8 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
     if img is None:
         choice = BaseImageChoice(ref=ref, family="unknown", flavour=None, cuda=None, cudnn=None, python=None, os=None,
                                  source="given in the spec", why="given in the spec (not in the catalog)")
-        return choice, [Problem("unknown_fact", f"the base image catalog has no row for {ref}, so its CUDA, flavour "
-                                f"and Python cannot be checked", soft=True)]
+        return choice, [unknown(f"the base image catalog has no row for {ref}, so its CUDA, flavour and Python "
+                                f"cannot be checked", ("base_image",))]
     problems: list[Problem] = []
     img_cuda = parse_version(img.cuda) if img.cuda else None
     facts = (fact(f"{img.ref}: CUDA {img.cuda}, flavour {img.flavour}", img),)

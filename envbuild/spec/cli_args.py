@@ -17,6 +17,14 @@ from envbuild.spec.validate import GpuCheck
 COMMAND_LINE = "command line"
 
 
+def add_judged_for_argument(parser: argparse.ArgumentParser) -> None:
+    """--for host|image, for the commands that judge a stack without building an image."""
+    parser.add_argument(
+        "--for", dest="judged_for", choices=("host", "image"),
+        help="judge the stack as it runs on a host (the default unless the spec names base, base_image or "
+             "image) or as an image build (the base's python3, the in-image installer)")
+
+
 def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool = False) -> None:
     """The request flags every command shares. With `multi_platform`, --platform is
     repeatable (lock covers several platforms; the first one is the spec's)."""
@@ -66,13 +74,19 @@ HostReader = Callable[[], "tuple[str | None, list[str]]"]
 def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = None,
                    host: HostReader | None = None) -> Spec:
     """The spec file (if any) with the flags laid over it, validated."""
+    import dataclasses
+
     from envbuild.spec.parse import RawSpec, read_spec_file
     from envbuild.spec.validate import validate_raw
 
     path = getattr(args, "spec", None)
     raw = read_spec_file(path) if path else RawSpec(data={}, locations={(): COMMAND_LINE})
     overlay_args(raw, args, host)
-    return validate_raw(raw, gpu_check)
+    spec = validate_raw(raw, gpu_check)
+    judged = getattr(args, "judged_for", None)
+    if judged is not None:
+        spec = dataclasses.replace(spec, for_image=judged == "image")
+    return spec
 
 
 def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = None) -> None:

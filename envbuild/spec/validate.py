@@ -268,6 +268,8 @@ class _Validator:
             env=self.env(),
             image_repository=self.image_repository(),
             strict=bool(strict),
+            # a spec that names a base (`base: auto` too) or an image is about an image build
+            for_image=True if any(self.get((key,)) is not None for key in ("base", "base_image", "image")) else None,
             source=self.raw.source,
             **self.resources(),
         )
