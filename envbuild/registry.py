@@ -1,5 +1,6 @@
-"""Registry HTTP API v2: the digest behind a tag (for `--pin-digests`) and whether a
-tag exists (for the image cache check).
+"""Registry HTTP API v2: the digest behind a tag (for `--pin-digests`), whether a tag
+exists (for the image cache check), and an image's labels (for judging the stack of an
+image envbuild built, before a job is written for it).
 
 Credentials come from the user's Docker config (`~/.docker/config.json` or
 `$DOCKER_CONFIG`, credential helpers included, read through the docker SDK). Both
@@ -98,11 +99,19 @@ class RegistryClient:
             return True
         return False
 
-    def manifest(self, method: str = "HEAD"):
-        """The response for the reference's manifest, after authentication; 404 is returned,
-        401/403 raise a clear EnvironmentProblem naming the registry."""
-        url = self._url(self.ref.digest or self.ref.tag or "latest")
-        headers = {"Accept": MANIFEST_ACCEPT}
+    def manifest(self, method: str = "HEAD", reference: str | None = None):
+        """The response for the reference's manifest (or the one `reference`, a digest,
+        names), after authentication; 404 is returned, 401/403 raise a clear
+        EnvironmentProblem naming the registry."""
+        url = self._url(reference or self.ref.digest or self.ref.tag or "latest")
+        return self.fetch(method, url, MANIFEST_ACCEPT)
+
+    def blob(self, digest: str):
+        """The response for a blob of the repository (an image config), after authentication."""
+        return self.fetch("GET", f"{self.ref.scheme}://{self.ref.api_host}/v2/{self.ref.path}/blobs/{digest}", "*/*")
+
+    def fetch(self, method: str, url: str, accept: str):
+        headers = {"Accept": accept}
         response = self._request(method, url, headers=headers)
         if response.status_code == 401 and self._authorize(response):
             response = self._request(method, url, headers=headers)
@@ -130,6 +139,52 @@ def manifest_digest(ref: Reference, *, timeout: float = 10.0) -> str | None:
     if not response.ok:
         raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
     return digest
+
+
+# envbuild's platforms as image indexes name them
+_OCI_PLATFORMS = {"linux-64": ("linux", "amd64"), "linux-aarch64": ("linux", "arm64")}
+
+
+def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float = 10.0) -> dict[str, str] | None:
+    """The labels of `ref`'s image config (of its `platform` image, for a multi-arch tag),
+    read through the registry API without pulling layers; None when the registry has no
+    such image. An unreachable or refusing registry raises EnvironmentProblem."""
+    client = RegistryClient(ref, timeout=timeout)
+    response = client.manifest("GET")
+    if response.status_code == 404:
+        return None
+    manifest = _json(response, ref)
+    if "manifests" in manifest:  # an index: the image for the platform
+        wanted = _OCI_PLATFORMS.get(platform)
+        entry = next((m for m in manifest["manifests"] if isinstance(m, dict)
+                      and ((m.get("platform") or {}).get("os"), (m.get("platform") or {}).get("architecture")) == wanted),
+                     None)
+        if entry is None or not isinstance(entry.get("digest"), str):
+            return None
+        manifest = _json(client.manifest("GET", entry["digest"]), ref)
+    config = (manifest.get("config") or {}).get("digest")
+    if not isinstance(config, str):
+        return None
+    blob = _json(client.blob(config), ref)
+    labels = (blob.get("config") or {}).get("Labels") or {}
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+_MAX_DOCUMENT = 4 * 1024 * 1024  # a manifest or an image config is a few KiB
+
+
+def _json(response, ref: Reference) -> dict:
+    if not response.ok:
+        raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
+    if len(response.content) > _MAX_DOCUMENT:
+        raise EnvironmentProblem(f"registry {ref.registry} answered a document over 4 MiB for {ref}")
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise EnvironmentProblem(f"registry {ref.registry} answered something other than JSON for {ref}")
+    return data
 
 
 def pin(ref: Reference, *, timeout: float = 10.0) -> Reference:

@@ -25,6 +25,7 @@ def configure(parser) -> None:
                        help="time limit as sbatch takes it: 90 (minutes), 30:00, 02:00:00, 1-00:00:00 (default 01:00:00)")
     group.add_argument("--mem", default="16G", metavar="SIZE", help="host memory: 16G, 512M, or a number of GiB (default 16G)")
     group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
+    group.add_argument("--force", action="store_true", help="write the job even when the stack does not resolve on the target")
     group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
     group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
     add_build_arguments(parser)
@@ -69,7 +70,9 @@ def run(args) -> int:
     if args.spec or args.framework or args.cuda:
         from envbuild.commands._spec import spec_from_args
 
-        spec = spec_from_args(args)
+        spec = spec_from_args(args, for_image=True)  # the job runs an image
+    if target is not None and spec is not None and not args.image:
+        _judge_target(spec, target, args)  # before building the image reference (a lock, a context)
     image = args.image
     if not image:
         if spec is None:
@@ -80,6 +83,8 @@ def run(args) -> int:
     job = Job(name=name, image=image, target=target, gpus=gpus, time_limit_s=time_limit_s, memory_mib=memory_mib,
               command=command, static_probe=args.static)
     text = mod.render(job)
+    if target is not None and args.image:
+        _judge_target(spec, target, args)  # the job is valid: is the stack it runs ok on the target?
     if args.output:
         atomic.write_text(args.output, text)
     if args.json:
@@ -90,6 +95,34 @@ def run(args) -> int:
     else:
         print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
     return 0
+
+
+def _judge_target(spec, target, args) -> None:
+    """The stack on the target (the spec, else the labels of an image envbuild built): a
+    conflict, or under --strict a link not checked, writes nothing (exit 1) unless --force."""
+    import sys
+
+    from envbuild.errors import Refused, Unresolved
+    from envbuild.fleet.judge import image_spec, judge
+
+    why = "no spec and no image to read one from"
+    if spec is None and args.image:
+        spec, why = image_spec(args.image, target.platform)
+    if spec is None:
+        if args.strict and not args.force:
+            raise Refused(f"target {target.name}: the stack was not judged: {why}; nothing was written "
+                          f"(pass the SPEC, or --force)")
+        print(f"envbuild: warning: the stack was not judged on target {target.name}: {why}", file=sys.stderr)
+        return
+    judged = judge(spec, (target,))[target.name]
+    if judged.refused(spec.strict or bool(args.strict)):
+        if not args.force:
+            raise Unresolved(judged.resolution, note=f"the stack does not run on target {target.name} as asked; "
+                             f"nothing was written (--force writes the job anyway)")
+        print(f"envbuild: warning: writing the job for target {target.name} although the stack is "
+              f"{judged.verdict} there: {judged.reason}", file=sys.stderr)
+    elif judged.verdict == "unverified":
+        print(f"envbuild: warning: target {target.name}: unverified: {judged.reason}", file=sys.stderr)
 
 
 def _default_image(spec, args) -> str:

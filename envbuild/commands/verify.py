@@ -24,6 +24,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
     fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
+    fleet.add_argument("--force", action="store_true",
+                       help="run the probe on targets where the stack (--expect SPEC, else the image's labels) does not resolve")
+    fleet.add_argument("--strict", action="store_true",
+                       help="also leave out targets where a link of the stack could not be checked")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +58,7 @@ def _expected(path: str):
     from envbuild.errors import Unresolved, UserError
     from envbuild.commands._spec import load_spec
 
-    spec = load_spec(path)
+    spec = load_spec(path, for_image=True)  # the stack as the image built from it has it
     try:
         resolution = pipeline.resolve(spec)
     except Unresolved as exc:
@@ -75,12 +79,41 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     targets = load_fleet(args.fleet).select(args.target)
+    skipped, verdicts = _judge_targets(args, targets)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
-                          kube_context=args.kube_context)
+                          kube_context=args.kube_context, skipped=skipped, verdicts=verdicts)
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
     return 0 if report["ok"] else 1
+
+
+def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], dict[str, str]]:
+    """(target -> why it is not run, target -> the stack's verdict there): the stack is
+    --expect SPEC, else the one the image's labels record. A target where it conflicts
+    (or, with --strict, is unverified) is not run, unless --force."""
+    import sys
+
+    from envbuild.commands._spec import load_spec
+    from envbuild.fleet.judge import image_spec, judge
+
+    if args.expect:
+        spec, why = load_spec(args.expect, for_image=True), ""
+    else:
+        spec, why = image_spec(args.image, targets[0].platform if targets else "linux-64")
+    if spec is None:
+        print(f"envbuild: warning: the targets were not judged before running: {why}", file=sys.stderr)
+        return {}, {}
+    judged = judge(spec, targets)
+    skipped = {}
+    for name, j in judged.items():
+        if j.refused(args.strict or spec.strict) and not args.force:
+            why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
+            skipped[name] = f"the stack {why} on this target: {j.reason}"
+            print(f"envbuild: {name}: not run: {skipped[name]} (--force runs it anyway)", file=sys.stderr)
+        elif j.verdict != "ok":
+            print(f"envbuild: warning: {name}: the stack is {j.verdict} there: {j.reason}", file=sys.stderr)
+    return skipped, {name: j.verdict for name, j in judged.items()}
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:
