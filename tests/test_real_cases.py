@@ -113,6 +113,19 @@ REQUESTS = {
     # --- RAPIDS releases before 23.08 ---
     "rapids-2202-conda-py310": spec({"rapids": "22.02"}, python="3.10", installer="conda"),
     "rapids-cudf-cu11-2212-pip-py310": spec({"rapids": "22.12"}, cuda="11", python="3.10", installer="pip"),
+    # --- held-out: releases, GPUs and labels the matrices do not know; host versus image ---
+    "held-jax-0156-cuda111": spec({"jax": "0.1.56+cuda111"}, cuda="11.1", installer="pip"),
+    "held-jax-0166-cuda111-on-cuda113": spec({"jax": "0.1.66+cuda111"}, installer="pip"),
+    "held-jax-0167-cuda111-py38": spec({"jax": "0.1.67+cuda111"}, python="3.8", installer="pip"),
+    "held-tf-0110-cuda75": spec({"tensorflow": "0.11.0"}, cuda="7.5", installer="pip"),
+    "held-tf-0100-cudnn4": spec({"tensorflow": "0.10.0"}, cuda="7.5", cudnn="4", installer="pip"),
+    "held-pt-031-gtx960m-win": spec({"pytorch": "0.3.1"}, gpus=("GTX 960M",), platform="win-64", installer="conda"),
+    "held-rtx4090d-cu10x-torch": spec({"pytorch": None}, cuda="10.2", gpus=("NVIDIA GeForce RTX 4090 D",)),
+    "held-l20-torch251-driver535": spec({"pytorch": "2.5.1+cu124"}, driver="535.161.08",
+                                        gpus=("L20-2-PCIE-48GB-48GB-L-H-V",), python="3.9", installer="pip"),
+    "held-mat-a100-py37-torch171": spec({"pytorch": "1.7.1+cu110"}, gpus=("A100",), python="3.7", installer="pip"),
+    "held-jax-0425-cuda11-py311": spec({"jax": "0.4.25"}, cuda="11.8", python="3.11", installer="pip"),
+    "held-pt-191cu111-py310": spec({"pytorch": "1.9.1+cu111"}, python="3.10", installer="pip"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -135,7 +148,27 @@ EXPECTED = {
     # The project's own image is not in the base image catalog: its CUDA, flavour and Python are
     # not checked, so the verdict is unverified (never ok).
     "pt-cu128-rtx5060ti-ok": ("unverified", None, "the base image is unknown"),
+    # Releases before the matrices' rows (jaxlib 0.1.x, TensorFlow 0.x, PyTorch 0.3) and GPU models
+    # the GPU table does not know: the links that need the missing fact are not checked, so the
+    # verdict is unverified (exit 0; 1 under --strict), whatever the thread found. Before, each said ok.
+    "held-jax-0156-cuda111": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-jax-0166-cuda111-on-cuda113": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-jax-0167-cuda111-py38": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-tf-0110-cuda75": ("unverified", None, "no TensorFlow 0.x rows: its CUDA 8.0 build is not known"),
+    "held-tf-0100-cudnn4": ("unverified", None, "no TensorFlow 0.x rows: its cuDNN 5.1 build is not known"),
+    "held-pt-031-gtx960m-win": ("unverified", None, "no PyTorch 0.3 rows: its dropped sm_50 is not known"),
+    "held-rtx4090d-cu10x-torch": ("unverified", None, "the RTX 4090 D is not in the GPU table"),
+    "held-l20-torch251-driver535": ("unverified", None, "the L20 is not in the GPU table"),
 }
+# The unverified cases above, with the missing fact stated as the answer tells the user to
+# (--gpu with the compute capability): then the verdict is the thread's.
+STATED = {
+    "held-rtx4090d-cu10x-torch": ({"gpus": ["8.9"]}, "conflict", "gpu_arch_unsupported"),
+    "held-l20-torch251-driver535": ({"gpus": ["8.9"]}, "ok", None),
+}
+# Host stacks whose Python no image base of their CUDA runs as python3: ok on a host, an
+# image_build note (with the image build's own fix) on the host answer, a conflict as an image.
+HOST_ONLY = ("held-mat-a100-py37-torch171", "held-jax-0425-cuda11-py311")
 
 
 def _expected(case: dict) -> tuple[str, str | None]:
@@ -225,3 +258,29 @@ def test_the_official_pytorch_recipe_knows_its_base_images_python():
     assert result.ok and result.resolved.python == "3.11"
     assert result.resolved.base_image.ref == "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
     assert not [w for w in result.warnings if w.kind == "unknown_fact"]
+
+
+@pytest.mark.parametrize("case_id", sorted(STATED))
+def test_an_unverified_case_is_decided_once_the_missing_fact_is_stated(case_id):
+    changes, verdict, kind = STATED[case_id]
+    request = REQUESTS[case_id]
+    unverified = resolve(request, matrix.load())
+    assert unverified.verdict == "unverified" and any("--gpu" in u.message for u in unverified.unchecked)
+    stated = resolve(request.with_changes(changes), matrix.load())
+    assert stated.verdict == verdict and [c.kind for c in stated.conflicts][:1] == ([kind] if kind else [])
+
+
+@pytest.mark.parametrize("case_id", HOST_ONLY)
+def test_a_host_stack_an_image_cannot_carry_is_ok_with_a_note(case_id):
+    import dataclasses
+
+    host = resolve(REQUESTS[case_id], matrix.load())
+    assert host.ok and host.resolved.python == REQUESTS[case_id].python and host.resolved.base_image is None
+    [note] = [w for w in host.warnings if w.kind == "image_build"]
+    assert "python3" in note.message and note.fixes
+    image = dataclasses.replace(REQUESTS[case_id], for_image=True)
+    refused = resolve(image, matrix.load())
+    assert [c.kind for c in refused.conflicts] == ["python_unsupported"]
+    assert [f.changes for f in refused.conflicts[0].fixes] == [f.changes for f in note.fixes]
+    for fix in note.fixes:
+        assert resolve(image.with_changes(fix.changes), matrix.load()).usable, fix

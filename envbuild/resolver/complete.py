@@ -219,7 +219,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
 
 
 def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None) -> Problem:
-    wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
+    wanted = constraint.text.removeprefix("==") if constraint.text not in ("*", "") else "(any version)"
     known = ix.versions.get(name, [])
     near = nearest_releases(known, constraint)
     span = f"rows cover {known[-1]}..{known[0]}" if known else ""
