@@ -289,6 +289,28 @@ def test_unknown_gpu_is_a_warning_and_the_other_checks_still_run():
     assert strict.verdict == "unverified" and strict.exit_code == 1 and not strict.conflicts
 
 
+def test_a_compute_capability_no_gpu_has_is_unverified_and_a_new_driver_is_still_checked():
+    odd = resolve(spec({"pytorch": "2.1.2"}, gpus=("9.9",), installer="pip"), M)
+    assert odd.verdict == "unverified" and [u.links for u in odd.unchecked] == [("gpu_arch",)]
+    assert "no GPU in the matrix has compute capability 9.9" in odd.unchecked[0].message
+    assert resolve(spec({"pytorch": "2.1.2"}, gpus=("8.9",), installer="pip"), M).ok
+    # a driver newer than every release the matrix lists: each check compares it with a sourced floor
+    assert resolve(spec({"pytorch": "2.1.2"}, gpus=("A100",), driver="700.10.01", installer="pip"), M).ok
+
+
+def test_strict_prefers_a_build_whose_links_are_all_checked():
+    # open fields complete to the newest build that passes; where that one lacks a fact (today the
+    # newest torch builds for CUDA 12.9 have no architecture list) the answer is unverified, and under
+    # --strict completion takes the newest build whose every link is checked instead
+    lenient = resolve(spec({"pytorch": None}, gpus=("B200",), driver="570.86.15", installer="pip"), M)
+    strict = resolve(spec({"pytorch": None}, gpus=("B200",), driver="570.86.15", installer="pip", strict=True), M)
+    assert strict.ok and not lenient.conflicts
+    if lenient.verdict == "unverified":
+        chosen, newest = strict.resolved.frameworks[0], lenient.resolved.frameworks[0]
+        assert (parse_version(chosen.version), parse_version(chosen.cuda)) < \
+            (parse_version(newest.version), parse_version(newest.cuda))
+
+
 def test_resolution_carries_the_matrix_version_and_json():
     r = resolve(load_spec("recipes/pytorch-official.yaml"), M)
     data = r.to_json()

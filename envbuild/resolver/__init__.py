@@ -163,6 +163,11 @@ def unknown_facts(req: Request, ix: Index) -> list[Problem]:
     no CUDA build): the links they leave unchecked."""
     out = []
     for g in req.gpus:
+        if g.row is None and g.cc is not None and g.resolved.compute_capability not in _table_capabilities(ix):
+            out.append(checks.unknown(
+                f"no GPU in the matrix has compute capability {g.cc}, so it was checked by the rule of its major "
+                f"alone (code for an older {g.cc.major}.x runs on it); state the GPU's model or check its compute "
+                f"capability (nvidia-smi --query-gpu=name,compute_cap --format=csv)", ("gpu_arch",)))
         if g.cc is None:
             near = request.gpu_suggestion(ix, g.resolved.name)
             also = f" (or the model's name as the matrix spells it: did you mean {near!r}?)" if near else ""
@@ -175,6 +180,14 @@ def unknown_facts(req: Request, ix: Index) -> list[Problem]:
             f"{name}'s +{label} label names no CUDA build the matrix knows, so envbuild judged the public release; "
             f"state the build's CUDA with --cuda (e.g. --cuda 12.1)", ("framework_build",), framework=name))
     return out
+
+
+def _table_capabilities(ix: Index) -> frozenset[str]:
+    """The compute capabilities of the GPU table's rows."""
+    found = ix.memo.get("gpu table capabilities")
+    if found is None:
+        found = ix.memo["gpu table capabilities"] = frozenset(g.compute_capability for g in ix.m.gpus)
+    return found
 
 
 def host_platform_problems(req: Request) -> list[Problem]:
