@@ -207,6 +207,9 @@ def test_init_writes_a_spec_that_resolves(tmp_path):
     text = (tmp_path / "envbuild.yaml").read_text()
     assert text.count("\n#") > 5  # commented
     assert envbuild("resolve", "envbuild.yaml", cwd=tmp_path).returncode == 0
+    # it names no base or image: judged for the machine it names, and its image build resolves too
+    assert json.loads(envbuild("resolve", "envbuild.yaml", "--json", cwd=tmp_path).stdout)["judged_for"] == "host"
+    assert envbuild("resolve", "envbuild.yaml", "--for", "image", cwd=tmp_path).returncode == 0
     again = envbuild("init", cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr
     assert (tmp_path / "envbuild.yaml").read_text() == text
