@@ -290,22 +290,17 @@ def test_slurm_reads_the_time_limit_envbuild_writes_as_the_fleet_meant_it(tmp_pa
 # --- the stack judged on each target before a job is written or run -------------------------------
 # The CuPy recipe pins CUDA 12.4: a CUDA 12 build needs driver >= 525.60.13, so it does not run on
 # the R470 target; it does on the R550 one (whose driver also starts its CUDA 12.4 base image).
-JUDGED = """targets:
-  r470:
-    gpu: V100
-    driver: 470.82.01
-    scheduler: {kind: slurm, partition: gpu, gres_type: v100, runtime: host, mem: 200M, time: "00:05:00"}
-  r550:
-    gpu: V100
-    driver: 550.54.15
-    scheduler: {kind: slurm, partition: gpu, gres_type: v100, runtime: host, mem: 200M, time: "00:05:00"}
-"""
 CUPY = ROOT / "recipes" / "cupy.yaml"
 
 
 def _judged_fleet(tmp_path) -> str:
+    """Two V100 targets on the test Slurm, one on R470 and one on R550."""
+    slurm = {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "runtime": "host", "mem": "200M",
+             "time": "00:05:00"}
+    targets = {name: {"gpu": "V100", "driver": driver, "scheduler": slurm}
+               for name, driver in (("r470", "470.82.01"), ("r550", "550.54.15"))}
     path = tmp_path / "judged.yaml"
-    path.write_text(JUDGED)
+    path.write_text(yaml.safe_dump({"targets": targets}))
     return str(path)
 
 
