@@ -61,7 +61,7 @@ def by_platform(resolution: Resolution, chosen: tuple[str, ...],
         if own is None:
             raise ValueError(f"locking {platform} needs the resolution of the spec for {platform} "
                              "(pipeline.platform_resolutions gives it)")
-        if not own.ok or own.resolved is None:
+        if not own.usable or own.resolved is None:
             raise LockConflict(tuple(own.conflicts), "")
         found[platform] = own
     return found
