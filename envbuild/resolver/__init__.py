@@ -328,8 +328,13 @@ def _complete(a: Analysis, choice: Choice) -> None:
     if not req.spec.image_build:
         # On a host the environment runs the Python of the frameworks' own builds; whether an
         # image of it could be built is asked again as an image request (`_image_build_note`).
+        # The base is kept where an image build takes it for this very stack (its python3 is
+        # this Python, or a conda prefix brings its own): the host's lock then serves the image.
         a.image_problems = any(not p.soft for p in problems)
-        image, problems = None, []
+        same = image is not None and not a.image_problems and (
+            not base_image.binds_python(image, choice.installer)
+            or (image.python is not None and major_minor(parse_version(image.python)) == python))
+        image, problems = (image if same else None), []
     if image is not None and not req.python and base_image.binds_python(image, choice.installer):
         if image.python:
             # The environment runs the image's own Python (a framework image's, or the python3
