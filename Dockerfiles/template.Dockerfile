@@ -8,7 +8,7 @@ FROM @{base_ref} AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-@{install_python}@{python_check}COPY envbuild/ /tmp/envbuild/
+@{install_python}@{base_check}COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
 FROM @{base_ref}

@@ -26,6 +26,9 @@ CONFLICT_KINDS = tuple(k.value for k in ConflictKind)  # in the order a resoluti
 VERDICTS = ("ok", "unverified", "conflict")
 # The links a resolution checks, as `unchecked[].links` names them, in report order.
 LINKS = ("platform", "framework_build", "driver", "gpu_arch", "python", "cudnn", "base_image")
+# What a spec may state about a base image outside the catalog (`base_image: {ref: ..., cuda: ...}`)
+BASE_FACTS = ("family", "cuda", "cudnn", "python", "os", "flavour", "framework")
+CUSTOM_FAMILY = "custom"  # the family of a base image outside the catalog, unless the spec names one
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class Spec:
     installer: str | None = None  # "conda" | "pip" | None (= choose)
     base: str = "auto"  # one of BASE_FAMILIES
     base_image: str | None = None  # explicit IMAGE:TAG, overrides `base`
+    # What the user states about `base_image` (`base_image: {ref: ..., cuda: ...}` or
+    # --base-fact KEY=VALUE): sorted (fact, value) pairs, one of BASE_FACTS each
+    base_facts: tuple[tuple[str, str], ...] = ()
     channels: tuple[str, ...] = ()
     conda_packages: tuple[str, ...] = ()
     pip_packages: tuple[str, ...] = ()
@@ -114,6 +120,8 @@ class Spec:
                 data.pop(key, None)
         if not data.get("platforms"):  # so does a spec of one platform
             data.pop("platforms", None)
+        if not data.get("base_facts"):  # so do unstated base facts
+            data.pop("base_facts", None)
         return data
 
     @property
@@ -209,7 +217,7 @@ class BaseImageChoice:
     """The base image chosen for the Dockerfile, and why."""
 
     ref: str  # full reference from the catalog, e.g. "nvidia/cuda:12.1.1-cudnn8-runtime-ubuntu22.04"
-    family: str  # dlc | pytorch | rapids | tensorflow | cuda
+    family: str  # dlc | pytorch | rapids | tensorflow | cuda | custom (outside the catalog)
     flavour: str | None  # base | runtime | devel (None where the family has none)
     cuda: str | None
     cudnn: str | None

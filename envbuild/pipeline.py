@@ -39,9 +39,10 @@ def resolve(spec: Spec) -> Resolution:
     """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts, or is
     unverified under `strict`. An unverified resolution otherwise goes on (its report says
     which links were not checked)."""
+    from envbuild.image_facts import read
     from envbuild.resolver import resolve as run_resolver
 
-    resolution = run_resolver(spec)
+    resolution = run_resolver(spec, read_base=read)
     if not resolution.usable:
         raise Unresolved(resolution)
     return resolution
@@ -61,6 +62,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
     when it is current, else a fresh lock written there (or under `scratch` when no folder
     was named)."""
+    from envbuild.image_facts import read_local
     from envbuild.lock import api
     from envbuild.lock.check import check
 
@@ -74,7 +76,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if not quiet:
         print(f"envbuild: locking into {target}", file=sys.stderr)
     try:
-        api.lock(spec, resolution, None, target, platform_resolutions=others)
+        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
     except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None

@@ -1,6 +1,7 @@
 """Registry HTTP API v2: the digest behind a tag (for `--pin-digests`), whether a tag
-exists (for the image cache check), and an image's labels (for judging the stack of an
-image envbuild built, before a job is written for it).
+exists (for the image cache check), and an image's config: the facts of a base image
+outside the catalog (its `Env` says which CUDA an nvidia/cuda-derived image carries) and
+the labels of an image envbuild built (the stack to judge before a job is written for it).
 
 Credentials come from the user's Docker config (`~/.docker/config.json` or
 `$DOCKER_CONFIG`, credential helpers included, read through the docker SDK). Both
@@ -100,21 +101,22 @@ class RegistryClient:
         return False
 
     def manifest(self, method: str = "HEAD", reference: str | None = None):
-        """The response for the reference's manifest (or the one `reference`, a digest,
-        names), after authentication; 404 is returned, 401/403 raise a clear
-        EnvironmentProblem naming the registry."""
+        """The response for the reference's manifest (or the manifest `reference`, a digest
+        of one of its platforms), after authentication; 404 is returned, 401/403 raise a
+        clear EnvironmentProblem naming the registry."""
         url = self._url(reference or self.ref.digest or self.ref.tag or "latest")
-        return self.fetch(method, url, MANIFEST_ACCEPT)
+        return self._send_authorized(method, url, {"Accept": MANIFEST_ACCEPT})
 
     def blob(self, digest: str):
-        """The response for a blob of the repository (an image config), after authentication."""
-        return self.fetch("GET", f"{self.ref.scheme}://{self.ref.api_host}/v2/{self.ref.path}/blobs/{digest}", "*/*")
+        """The response for blob `digest` of the repository (redirects to storage are followed),
+        its body not yet read."""
+        url = f"{self.ref.scheme}://{self.ref.api_host}/v2/{self.ref.path}/blobs/{digest}"
+        return self._send_authorized("GET", url, {}, stream=True)
 
-    def fetch(self, method: str, url: str, accept: str):
-        headers = {"Accept": accept}
-        response = self._request(method, url, headers=headers)
+    def _send_authorized(self, method: str, url: str, headers: dict, **kwargs: Any):
+        response = self._request(method, url, headers=headers, **kwargs)
         if response.status_code == 401 and self._authorize(response):
-            response = self._request(method, url, headers=headers)
+            response = self._request(method, url, headers=headers, **kwargs)
         if response.status_code in (401, 403):
             how = ("the credentials in your Docker config were refused" if self.credentials
                    else "no credentials for it in your Docker config")
@@ -153,6 +155,7 @@ def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float =
     response = client.manifest("GET")
     if response.status_code == 404:
         return None
+    _answered(response, ref)
     manifest = _json(response, ref)
     if "manifests" in manifest:  # an index: the image for the platform
         wanted = _OCI_PLATFORMS.get(platform)
@@ -161,30 +164,17 @@ def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float =
                      None)
         if entry is None or not isinstance(entry.get("digest"), str):
             return None
-        manifest = _json(client.manifest("GET", entry["digest"]), ref)
+        response = client.manifest("GET", entry["digest"])
+        _answered(response, ref)
+        manifest = _json(response, ref)
     config = (manifest.get("config") or {}).get("digest")
     if not isinstance(config, str):
         return None
-    blob = _json(client.blob(config), ref)
+    with client.blob(config) as response:
+        _answered(response, ref)
+        blob = _json(response, ref)
     labels = (blob.get("config") or {}).get("Labels") or {}
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
-
-
-_MAX_DOCUMENT = 4 * 1024 * 1024  # a manifest or an image config is a few KiB
-
-
-def _json(response, ref: Reference) -> dict:
-    if not response.ok:
-        raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
-    if len(response.content) > _MAX_DOCUMENT:
-        raise EnvironmentProblem(f"registry {ref.registry} answered a document over 4 MiB for {ref}")
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        raise EnvironmentProblem(f"registry {ref.registry} answered something other than JSON for {ref}")
-    return data
 
 
 def pin(ref: Reference, *, timeout: float = 10.0) -> Reference:
@@ -196,3 +186,66 @@ def pin(ref: Reference, *, timeout: float = 10.0) -> Reference:
         raise EnvironmentProblem(f"registry {ref.registry} has no image {ref}",
                                  hint="check the tag, or the --registry-mirror that serves it")
     return ref.with_digest(digest)
+
+
+CONFIG_LIMIT = 4 << 20  # an image config is a few KiB; a bigger answer is not one
+# The Docker/OCI architecture names of the platforms envbuild builds for
+_ARCHITECTURES = {"linux-64": "amd64", "linux-aarch64": "arm64"}
+
+
+def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float = 10.0) -> tuple[str, dict] | None:
+    """(digest of the tag's manifest, the image config of `platform`): the config blob's
+    JSON, whose `config.Env` and `config.Labels` say what the image was built with. None
+    when the registry has no such tag; EnvironmentProblem when it cannot be read."""
+    import json
+
+    client = RegistryClient(ref, timeout=timeout)
+    response = client.manifest("GET")
+    if response.status_code == 404:
+        return None
+    _answered(response, ref)
+    digest = response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+    manifest = _json(response, ref)
+    if "manifests" in manifest:  # an index: the manifest of the target's platform
+        arch = _ARCHITECTURES.get(platform, "amd64")
+        chosen = next((m for m in manifest["manifests"] if isinstance(m, dict)
+                       and (m.get("platform") or {}).get("os") == "linux"
+                       and (m.get("platform") or {}).get("architecture") == arch), None)
+        if chosen is None:
+            raise EnvironmentProblem(f"{ref} has no image for linux/{arch}",
+                                     hint="name a tag built for the target platform")
+        response = client.manifest("GET", chosen["digest"])
+        _answered(response, ref)
+        manifest = _json(response, ref)
+    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    blob_digest = config.get("digest")
+    if not isinstance(blob_digest, str) or not blob_digest.startswith("sha256:"):
+        raise EnvironmentProblem(f"the manifest of {ref} names no image config",
+                                 hint="the tag may be an artifact other than an image")
+    with client.blob(blob_digest) as response:
+        _answered(response, ref)
+        body = response.raw.read(CONFIG_LIMIT + 1, decode_content=True)
+    if len(body) > CONFIG_LIMIT or f"sha256:{hashlib.sha256(body).hexdigest()}" != blob_digest:
+        raise EnvironmentProblem(f"registry {ref.registry} sent a config for {ref} that does not match its digest")
+    try:
+        config = json.loads(body)
+    except ValueError:
+        config = None
+    if not isinstance(config, dict):
+        raise EnvironmentProblem(f"the image config of {ref} is not a JSON object")
+    return digest, config
+
+
+def _answered(response, ref: Reference) -> None:
+    if not response.ok:
+        raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
+
+
+def _json(response, ref: Reference) -> dict:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise EnvironmentProblem(f"registry {ref.registry} sent something other than JSON for {ref}")
+    return body

@@ -28,6 +28,8 @@ FAMILY_BASES = {
     "tensorflow": ("tensorflow/tensorflow:2.15.0-gpu", None, "12.2"),
     "dlc": ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-ec2",
             None, "12.1"),
+    # a team's own base outside the catalog
+    "custom": ("registry.example.com/acme/ml-base:2024.1", "runtime", "12.4"),
 }
 
 
@@ -103,8 +105,8 @@ def write_pip_lock(lock_dir: Path, wheels: list[Path]) -> Path:
     return path
 
 
-def make_wheel(directory: Path, name: str, version: str, module_text: str) -> Path:
-    """A real pure-Python wheel (PEP 427) with one module `name`."""
+def make_wheel(directory: Path, name: str, version: str, module_text: str, requires: tuple[str, ...] = ()) -> Path:
+    """A real pure-Python wheel (PEP 427) with one module `name`, depending on `requires`."""
     import base64
     import zipfile
 
@@ -112,7 +114,8 @@ def make_wheel(directory: Path, name: str, version: str, module_text: str) -> Pa
     dist = f"{name}-{version}.dist-info"
     files = {
         f"{name}.py": module_text,
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: envbuild-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
@@ -168,13 +171,14 @@ def simple_index(root: Path, wheels: list[Path]) -> Path:
     each link carrying the wheel's sha256 so `envbuild lock` writes a hashed lock from it."""
     from packaging.utils import canonicalize_name
 
+    links: dict[str, list[str]] = {}
     for wheel in wheels:
-        project = root / canonicalize_name(wheel.name.split("-")[0])
-        project.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        (project / "index.html").write_text(
-            f'<!DOCTYPE html><html><body><a href="{wheel.resolve().as_uri()}#sha256={digest}">{wheel.name}</a>'
-            "</body></html>\n")
+        links.setdefault(canonicalize_name(wheel.name.split("-")[0]), []).append(
+            f'<a href="{wheel.resolve().as_uri()}#sha256={digest}">{wheel.name}</a>')
+    for name, anchors in links.items():  # one page per project, every version on it
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "index.html").write_text(f"<!DOCTYPE html><html><body>{''.join(anchors)}</body></html>\n")
     (root / "index.html").write_text("<!DOCTYPE html><html><body></body></html>\n")
     return root
 

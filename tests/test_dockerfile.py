@@ -119,6 +119,22 @@ def test_a_pip_build_checks_the_python_before_installing_the_lock(family, pip_lo
     assert "sys.version_info" not in (conda.path / "Dockerfile").read_text()
 
 
+@pytest.mark.parametrize("installer", ["conda", "pip"])
+def test_every_build_checks_the_cuda_the_base_was_said_to_carry(installer, pip_lock, conda_lock, tmp_path):
+    """The first step compares the base's CUDA_VERSION (or version.json) with the base's CUDA the
+    stack was checked against, for conda and pip alike, before the lock is installed."""
+    resolution = support.resolution("custom", installer=installer)
+    lock = pip_lock if installer == "pip" else conda_lock
+    commands = instructions(write_context(tmp_path / "ctx", resolution, lock,
+                                          facts=pipeline.context_facts(resolution)).path / "Dockerfile")
+    runs = [" ".join(c.value) for c in commands if c.cmd == "RUN"]
+    check = next(i for i, r in enumerate(runs) if "CUDA_VERSION" in r)
+    assert check < next(i for i, r in enumerate(runs) if "/tmp/envbuild/install.py" in r)
+    assert '""|12.4|12.4.*) ;;' in runs[check]
+    assert "envbuild: error: base image registry.example.com/acme/ml-base:2024.1: it carries CUDA $cuda, the stack " \
+           "was checked against CUDA 12.4 (" in runs[check]
+
+
 def _recipe_specs() -> list[Path]:
     return sorted((ROOT / "recipes").glob("*.yaml"))
 

@@ -149,8 +149,10 @@ def test_one_lock_folder_holds_linux_on_x86_64_and_on_arm(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     answer = json.loads(done.stdout)
     assert answer["platforms"] == ["linux-64", "linux-aarch64"]
+    # base-packages.json: what the base image (an nvidia/cuda one: no Python packages) provides
     assert sorted(Path(f).name for f in answer["files"]) == [
-        "pylock.linux-aarch64.toml", "pylock.toml", "requirements-linux-aarch64.lock", "requirements.lock"]
+        "base-packages.json", "pylock.linux-aarch64.toml", "pylock.toml", "requirements-linux-aarch64.lock",
+        "requirements.lock"]
     for platform, name, machine in (("linux-64", "pylock.toml", "x86_64"),
                                     ("linux-aarch64", "pylock.linux-aarch64.toml", "aarch64")):
         lock = Pylock.from_dict(tomllib.loads((tmp_path / "lock" / name).read_text()))

@@ -47,6 +47,8 @@ KEYS = {
     "base_families": (lambda r: [r.family], (), ()),
     "distribution_pythons": (lambda r: [r.os], ("python",), ()),
     "installer_pythons": (lambda r: [r.installer], ("python_min",), ()),
+    "image_env": (lambda r: [(r.env, r.fact)], (), ()),
+    "base_carries": (lambda r: [r.family], (), ("releases",)),
     "gpu_peak": (lambda r: [r.gpu], (), ()),
     "family_rules": (lambda r: [(r.framework, r.releases, r.platform, r.gpu, r.python, r.min_compute_capability,
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
@@ -304,10 +306,12 @@ def test_base_image_filters(m):
 
 
 def test_every_base_family_has_its_dockerfile_data(m):
-    from envbuild.model import BASE_FAMILIES
+    from envbuild.model import BASE_FAMILIES, CUSTOM_FAMILY
 
     families = {row.family for row in m.base_families}
-    assert families == set(BASE_FAMILIES) - {"auto"} == {row.family for row in m.base_images}
+    # every catalog family, and `custom` for the images outside the catalog (it has no rows)
+    assert families - {CUSTOM_FAMILY} == set(BASE_FAMILIES) - {"auto"} == {row.family for row in m.base_images}
+    assert CUSTOM_FAMILY in families
     assert [row.family for row in m.base_families if not row.image_python] == ["cuda"]
     assert all(row.dockerfile_comment.strip() for row in m.base_families)
 

@@ -30,6 +30,7 @@ def run(args) -> int:
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.dockerfile import outputs
     from envbuild.dockerfile.context import OWNED
+    from envbuild.dockerfile import locked, lockfiles
 
     spec, resolution = resolve_spec(args)
     outputs.guard(args.output, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir)
@@ -39,6 +40,7 @@ def run(args) -> int:
                                    mirror=args.registry_mirror, pin_digests=args.pin_digests,
                                    wheelhouse=args.wheelhouse, force=args.force)
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
+        packages = locked.base_summary(lockfiles.read_lock_dir(lock_dir, args.platform or resolution.resolved.platform))
     if args.json:
         from envbuild.jsonout import emit
 
@@ -46,7 +48,11 @@ def run(args) -> int:
               "base": {"reference": context.base_ref, "digest": context.base_digest},
               "installer": context.installer, "lock_dir": str(args.lock_dir) if args.lock_dir else None,
               "lock_files": lock_files, "spec_hash": resolution.spec.hash(),
-              "matrix_version": resolution.matrix_version})
+              "matrix_version": resolution.matrix_version, "packages": packages})
         return 0
     print(f"wrote {context.path / 'Dockerfile'} (base {context.base_ref}, {context.installer} environment)")
+    if packages is not None:
+        print(f"  {locked.base_summary_line(packages)}")
+        if packages["note"]:
+            print(f"  note: {packages['note']}")
     return 0

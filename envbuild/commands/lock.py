@@ -43,9 +43,10 @@ def run(args) -> int:
     spec = spec_from_args(args)  # a repeated --platform names the lock's platforms
     from envbuild import pipeline
     from envbuild.errors import Unresolved
+    from envbuild.image_facts import read, read_local
     from envbuild.resolver import resolve
 
-    resolution, others = resolve(spec), {}
+    resolution, others = resolve(spec, read_base=read), {}
     try:  # each further platform of the lock is locked from its own resolution
         others = pipeline.platform_resolutions(spec, resolution) if resolution.usable else {}
     except Unresolved as exc:
@@ -64,7 +65,7 @@ def run(args) -> int:
     try:
         result = lock(spec, resolution, None, args.out_dir, index_url=args.index_url,
                       extra_index_urls=tuple(args.extra_index_url), allow_unhashed=args.allow_unhashed,
-                      platform_resolutions=others)
+                      platform_resolutions=others, read_base=read_local)
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
@@ -82,7 +83,7 @@ def run(args) -> int:
                          for platform, packages in result.conda.items()},
             "pip_packages": {platform: [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in pins]
                              for platform, pins in result.pip.items()},
-            "conflicts": [],
+            "conflicts": [], "base_packages": result.base,
         })
         return 0
     for platform, packages in result.conda.items():
@@ -91,6 +92,10 @@ def run(args) -> int:
         print(f"{platform}: {len(packages)} conda packages" + (f"; {shown}" if shown else ""))
     for path in result.files:
         print(f"wrote {path}")
+    if result.base and result.base["from_base"]:
+        reused = result.base["from_base"]
+        print(f"the base image {result.base['base_image']} provides {len(reused)} locked packages (the image does not "
+              f"install them): {', '.join(f'{n} {v}' for n, v in sorted(reused.items()))}")
     return 0
 
 

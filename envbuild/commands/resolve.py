@@ -27,9 +27,10 @@ def run(args) -> int:
     spec = spec_from_args(args)  # bad input ends here, before the matrices are read
     if getattr(args, "fleet", None) or getattr(args, "target", None):
         return _run_fleet(spec, args)
+    from envbuild.image_facts import read
     from envbuild.resolver import resolve
 
-    resolution = resolve(spec)
+    resolution = resolve(spec, read_base=read)
     if args.json:
         import json
 
@@ -58,7 +59,9 @@ def _run_fleet(spec, args) -> int:
     # it back on, unless the process exits next).
     gc.disable()
     targets = load_fleet(args.fleet).select(args.target)
-    result = resolve_fleet(spec, targets, joint_fixes=args.json)  # the text report shows no joint fixes
+    from envbuild.image_facts import read
+
+    result = resolve_fleet(spec, targets, joint_fixes=args.json, read_base=read)  # the text shows no joint fixes
     if args.json:
         import json
 

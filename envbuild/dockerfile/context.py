@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild import atomic
-from envbuild.dockerfile import lockfiles, outputs, render
+from envbuild.dockerfile import locked, lockfiles, outputs, render
 from envbuild.errors import UserError
 from envbuild.lock import folder
 from envbuild.model import Resolution
@@ -126,7 +126,10 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
 
     pip_lines = list(lock.pip_lines)
     if lock.pip_lock is not None:
-        pip_lines += lock.pip_lock.read_text(encoding="utf-8").splitlines()
+        text = lock.pip_lock.read_text(encoding="utf-8")
+        if lock.base and lock.base.get("from_base"):  # what the base image provides is used from it
+            text = locked.without_base_pins(text, lock.base["from_base"])
+        pip_lines += text.splitlines()
     if pip_lines:
         (ctx / "pip.lock").write_text(strip_text("\n".join(pip_lines) + "\n"), encoding="utf-8")
 
@@ -171,8 +174,6 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UserError("wheelhouse folder does not exist", where=str(wheelhouse))
     # --- locked files: wheelhouse coverage and installed versions ---
-    from envbuild.dockerfile import locked
-
     if wheelhouse is not None:
         missing = locked.missing_from_wheelhouse(lock, wheelhouse)
         if missing:

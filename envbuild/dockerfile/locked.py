@@ -107,13 +107,56 @@ def wheel_matches(entry: LockedFile, wheel: Path) -> bool:
 
 
 def missing_from_wheelhouse(lock: LockInput, wheelhouse: Path) -> list[str]:
-    """The pinned pip distributions the wheelhouse has no file for (conda packages come
-    from the lock's own URLs or the local channel, not from the wheelhouse)."""
+    """The pinned pip distributions the image installs that the wheelhouse has no file for
+    (conda packages come from the lock's own URLs or the local channel, not from the
+    wheelhouse; what the base image provides is not installed)."""
     wheels = [p for p in wheelhouse.iterdir() if p.is_file() and p.suffix in (".whl", ".gz", ".zip")]
     missing = []
+    from_base = (lock.base or {}).get("from_base") or {}
     for entry in locked_files(lock):
-        if entry.manager != "pip":
-            continue
+        if entry.manager != "pip" or from_base.get(entry.name) == entry.version:
+            continue  # conda archives, and the pins the base image provides (not installed)
         if not any(wheel_matches(entry, w) for w in wheels):
             missing.append(entry.filename or f"{entry.name}=={entry.version}")
     return missing
+
+
+# --- what the base image provides (base-packages.json beside the pip lock) --------------------
+
+def without_base_pins(text: str, from_base: dict[str, str]) -> str:
+    """A pip lock's text without the pins the base provides (each pin with its `--hash`
+    continuation lines); options and the other pins as they were."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        if skipping and line[:1] in (" ", "\t") and line.strip().startswith("--hash"):
+            continue
+        skipping = False
+        pin = _PIN.match(line.strip())
+        if pin and from_base.get(normalize(pin[1])) == pin[2]:
+            skipping = True
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def base_summary(lock: LockInput) -> dict | None:
+    """What the image of a pip lock installs and what it uses from the base image (for
+    `dockerfile --json` and its text line); None for a conda lock."""
+    if lock.pip_lock is None or lock.conda:
+        return None
+    record = lock.base or {}
+    from_base = record.get("from_base") or {}
+    installed = {e.name: e.version for e in locked_files(lock) if from_base.get(e.name) != e.version}
+    note = record.get("note") if lock.base is not None else (
+        "the lock has no record of what the base image carries (base-packages.json), so every locked package is "
+        "installed; lock again to use what the base provides")
+    return {"base_image": record.get("base_image"), "source": record.get("source"), "installed": installed,
+            "from_base": from_base, "differs": record.get("differs") or {}, "note": note}
+
+
+def base_summary_line(found: dict) -> str:
+    """One line for the text output: how many pins are installed, how many come from the base."""
+    reused = sorted(found["from_base"].items())
+    shown = ", ".join(f"{n} {v}" for n, v in reused[:4]) + (", ..." if len(reused) > 4 else "")
+    line = f"installs {len(found['installed'])} locked packages"
+    return line + (f"; uses {len(reused)} from the base image ({shown})" if reused else "")

@@ -40,6 +40,8 @@ class LockInput:
     conda: tuple[CondaPackage, ...] = ()
     pip_lock: Path | None = None  # a pip requirements file with pins (and hashes)
     pip_lines: tuple[str, ...] = field(default=())  # pip entries of a conda-lock.yml
+    # base-packages.json of the pip lock: the pins the base image provides (not installed)
+    base: dict | None = None
 
     @property
     def installer(self) -> str:
@@ -122,7 +124,13 @@ def read_lock_dir(lock_dir: Path, platform: str) -> LockInput:
         if conda:
             return LockInput(files=(unified,), conda=conda, pip_lines=pip_lines, pip_lock=pip_lock)
     if pip_lock:
-        return LockInput(files=(pip_lock,), pip_lock=pip_lock)
+        base = folder.read_base_packages(lock_dir)
+        extra = (lock_dir / folder.BASE_PACKAGES,) if base is not None else ()
+        if base is not None and base.get("platform") != platform:  # the record speaks of the first platform's lock
+            base, extra = {"base_image": base.get("base_image"), "source": None, "from_base": {}, "differs": {},
+                           "note": f"what the base image provides was read for the {base.get('platform')} lock, so "
+                                   f"every pin of the {platform} lock is installed"}, ()
+        return LockInput(files=(pip_lock, *extra), pip_lock=pip_lock, base=base)
     raise UserError(f"no lockfile for {platform} (looked for {explicit.name}, {unified.name}, "
                     f"{', '.join(pip_names)})",
                     where=str(lock_dir), hint="run `envbuild lock SPEC -o DIR` first")

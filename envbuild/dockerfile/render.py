@@ -59,28 +59,58 @@ def install_python(pip_wheel: bool) -> str:
                                                  test="python3 -c 'import ensurepip'")
 
 
-# A pip environment is a venv over the base image's python3, so that python3 must be the
-# Python the lock was made for. Checked before anything is installed, so a mismatch fails
-# the build at once with one line instead of an image that runs another Python.
+# The facts about the base image the stack was checked against, checked on the image
+# itself before anything is installed, so a base that is not what they said (a mirror
+# serving another image under the tag, a stated fact that was wrong) fails the build at
+# once with one line instead of making an image that runs another Python or CUDA.
+# A pip environment is a venv over this python3: it must be the locked Python.
 _PYTHON_CHECK = (
-    "# The pip environment is a venv over this python3: it must be the locked Python @{python}.\n"
-    "RUN found=\"$(python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')\" \\\n"
+    "found=\"$(python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])')\" \\\n"
     "    && if [ \"$found\" != \"@{python}\" ]; then \\\n"
     "        echo \"envbuild: error: base image @{base}: python3 is Python $found, the lock is for Python @{python} "
     "(use a base image whose python3 is @{python}, or pin python: $found with a base image that has it, and lock "
     "again)\" >&2; \\\n"
     "        exit 1; \\\n"
-    "    fi\n"
+    "    fi"
+)
+# The CUDA the base carries, where it says: CUDA_VERSION (NVIDIA's images and those built
+# FROM them), else the toolkit's version.json (its first "version" is the CUDA SDK's; the
+# expansion keeps the first line); a base that says neither (a framework image whose CUDA
+# comes in wheels) is taken as stated.
+_CUDA_CHECK = (
+    "cuda=\"${CUDA_VERSION:-}\" \\\n"
+    "    && if [ -z \"$cuda\" ] && [ -f /usr/local/cuda/version.json ]; then \\\n"
+    "        cuda=\"$(sed -n 's/^ *\"version\" *: *\"\\([0-9.]*\\)\".*/\\1/p' /usr/local/cuda/version.json)\"; \\\n"
+    "        cuda=\"${cuda%%[!0-9.]*}\"; \\\n"
+    "    fi \\\n"
+    "    && case \"$cuda\" in \\\n"
+    "        \"\"|@{cuda}|@{cuda}.*) ;; \\\n"
+    "        *) echo \"envbuild: error: base image @{base}: it carries CUDA $cuda, the stack was checked against CUDA "
+    "@{cuda} (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA "
+    "@{cuda}, and lock again)\" >&2; \\\n"
+    "           exit 1 ;; \\\n"
+    "    esac"
 )
 
 
-def python_check(installer: str, python: str, base: str) -> str:
-    """The early build step that stops a pip build on a python3 other than the locked one
-    (a conda prefix brings its own interpreter, so it needs none)."""
-    if installer != "pip":
+def base_check(installer: str, python: str, base: str, cuda: str | None) -> str:
+    """The early build step that stops a build on a base other than the one the stack was
+    checked against: a pip build on a python3 other than the locked one (a conda prefix
+    brings its own interpreter), any build on a base that carries another CUDA than the
+    one it was said to carry (compared at the precision it was stated: 12.4, or 13)."""
+    checks, what = [], []
+    if installer == "pip":
+        checks.append(_Template(_PYTHON_CHECK).substitute(python=".".join(python.split(".")[:2]), base=base))
+        what.append(f"python3 must be the locked Python {'.'.join(python.split('.')[:2])} (the pip environment is "
+                    "a venv over it)")
+    if cuda:
+        stated = cuda.split(".")
+        checks.append(_Template(_CUDA_CHECK).substitute(cuda=".".join(stated[:2]), base=base))
+        what.append(f"the base must carry the CUDA {'.'.join(stated[:2])} the stack was checked against")
+    if not checks:
         return ""
-    major_minor = ".".join(python.split(".")[:2])
-    return _Template(_PYTHON_CHECK).substitute(python=major_minor, base=base)
+    lines = "".join(f"# - {line}\n" for line in what)
+    return f"# Before anything is installed, the facts the stack relied on:\n{lines}RUN " + " \\\n    && ".join(checks) + "\n"
 
 
 class _Template(string.Template):
@@ -206,5 +236,5 @@ def render(data: RenderInput) -> str:
         runtime_python=runtime_python,
         family_comment=comment(facts.dockerfile_comment),
         install_python="" if facts.image_python else install_python(data.pip_wheel),
-        python_check=python_check(data.installer, stack.python, base.ref),
+        base_check=base_check(data.installer, stack.python, base.ref, base.cuda),
     )

@@ -69,9 +69,11 @@ class FleetResolution:
         return self.verdict == "ok" or (self.verdict == "unverified" and not self.strict)
 
 
-def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool = True) -> FleetResolution:
+def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool = True,
+                  read_base=None) -> FleetResolution:
     """`joint_fixes=False` leaves the joint conflicts without fixes (the text report shows
-    none: it shows each target's own conflicts with theirs)."""
+    none: it shows each target's own conflicts with theirs). `read_base` reads a base image
+    outside the catalog, as for `envbuild.resolver.resolve`."""
     import gc
 
     # The resolves of a large fleet make a few hundred thousand small objects that live
@@ -80,19 +82,20 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool 
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _resolve_fleet(spec, targets, joint_fixes)
+        return _resolve_fleet(spec, targets, joint_fixes, read_base)
     finally:
         if enabled:
             gc.enable()
 
 
-def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool) -> FleetResolution:
+def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, read_base) -> FleetResolution:
     from envbuild import matrix
     from envbuild.resolver import resolve
 
     from envbuild.matrix.lookup import find_gpu
+    from envbuild.resolver.named_base import with_named_base
 
-    m = matrix.load()
+    m = with_named_base(matrix.load(), spec, read=read_base)  # the spec's own base image, read once for all targets
     memo: dict[Any, Resolution] = {}
 
     classes: dict[str, tuple] = {}

@@ -7,6 +7,7 @@ Files written in `out_dir` (names are part of the interface, see `envbuild.lock.
   requirements.lock            pip lock for the first platform (pip requirements present)
   requirements-<platform>.lock pip lock for each further platform
   pylock.toml                  the same pip lock in PEP 751's format (pylock.<platform>.toml: further ones)
+  base-packages.json           which pins of the first pip lock the base image provides (a pip environment)
   .envbuild-lock.json          the sha256 of each file above (`lock --check` verifies them)
 The set replaces the folder's previous lock as one unit (`folder.replacing`).
 """
@@ -37,6 +38,7 @@ class LockResult:
     notes: tuple[str, ...] = ()  # things the user must know (e.g. no hashes: index unreachable)
     stamp: Stamp | None = None
     pip: dict[str, tuple] = field(default_factory=dict)  # platform -> its pinned PipPins
+    base: dict | None = None  # base-packages.json: the pins the base image provides, what differs
 
 
 def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
@@ -69,12 +71,15 @@ def by_platform(resolution: Resolution, chosen: tuple[str, ...],
 
 def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
          *, index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), pip_timeout: float = 10.0,
-         allow_unhashed: bool = False, platform_resolutions: "Mapping[str, Resolution] | None" = None) -> LockResult:
+         allow_unhashed: bool = False, platform_resolutions: "Mapping[str, Resolution] | None" = None,
+         read_base=None) -> LockResult:
     """Solve and write the lockfiles. `resolution` is the spec's own; every other platform
     locked needs its resolution in `platform_resolutions`. Raises LockConflict when the
     stack cannot be locked (a resolution with conflicts is refused the same way), UserError
     for bad input and EnvironmentProblem when an index or channel cannot be read. A pip
-    lock without hashes is refused unless `allow_unhashed`."""
+    lock without hashes is refused unless `allow_unhashed`. `read_base(ref)` reads what a
+    base image the local engine holds carries (`envbuild.image_facts.read_local`), for a
+    pip environment over it."""
     from envbuild.lock import conda_lockfile, folder
     from envbuild.lock.metadata import custom_metadata
     from envbuild.lock.request import build_requests, needs_conda, needs_pip
@@ -103,10 +108,10 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     if any(needs_conda(spec, r) for r in resolutions.values()):
         requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,))]
         solved = solve(requests)
-    pip_locks = []
+    pip_locks, over_base = [], None
     if any(needs_pip(spec, r) for r in resolutions.values()):
-        pip_locks = pip_lock_files(spec, resolutions, chosen, index_url, extra_index_urls,
-                                   timeout=pip_timeout, allow_unhashed=allow_unhashed)
+        pip_locks, over_base = pip_lock_files(spec, resolutions, chosen, index_url, extra_index_urls,
+                                              timeout=pip_timeout, allow_unhashed=allow_unhashed, read_base=read_base)
 
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
@@ -117,6 +122,8 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     notes += [lock_.note for _, _, lock_ in pip_locks]
     if pip_locks:
         notes.append(_other_sources_note(pip_locks[0][2].request))
+    if over_base is not None:
+        notes.append(over_base.note)
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
@@ -133,6 +140,10 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
                 new.write_text(folder.explicit_name(platform), conda_lockfile.render_explicit(platform, packages, stamp))
         for platform, i, lock_ in pip_locks:
             _write_pip_lock(new, platform, i == 0, lock_, stamp)
+        if over_base is not None:
+            from envbuild.lock import base_packages
+
+            new.write_text(folder.BASE_PACKAGES, base_packages.record_text(over_base, pip_locks[0][0]))
         names = list(new.names)
     written = [out / name for name in names]
     return LockResult(
@@ -140,26 +151,37 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         pip_hashed=all(lock_.hashed for _, _, lock_ in pip_locks) if pip_locks else None,
         notes=tuple(dict.fromkeys(n for n in notes if n)), stamp=stamp,
         pip={platform: lock_.pins for platform, _, lock_ in pip_locks},
+        base=over_base.record(pip_locks[0][0]) if over_base is not None else None,
     )
 
 
 def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple[str, ...], index_url: str | None,
-                   extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool) -> list:
-    """[(platform, its position among the chosen, PipLock)] for each platform with pip
-    requirements, each from its own resolution."""
+                   extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool, read_base=None):
+    """([(platform, its position among the chosen, PipLock)] for each platform with pip
+    requirements, each from its own resolution; and for the first platform's pip
+    environment, a venv over its base image's Python, the split of its pins between what
+    the base provides and what the image installs (lock.base_packages), else None)."""
     from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
     from envbuild.lock.pip_config import read_pip_settings
 
     if index_url:
         pip_lock.check_index_url(index_url)
     settings = read_pip_settings()  # how this machine reaches the indexes: CA bundle, proxy, credentials
-    found = []
+    found, over_base = [], None
     for i, platform in enumerate(chosen):
-        request = pip_lock.build_pip_request(spec, resolutions[platform], platform, index_url, settings,
-                                             extra_index_urls)
-        if request is not None:
-            found.append((platform, i, pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)))
-    return found
+        own = resolutions[platform]
+        request = pip_lock.build_pip_request(spec, own, platform, index_url, settings, extra_index_urls)
+        if request is None:
+            continue
+        if not found and own.resolved.installer == "pip":  # a venv over the base image's own Python
+            from envbuild.lock import base_packages
+
+            locked, over_base = base_packages.lock_over_base(own, request, timeout=timeout,
+                                                             allow_unhashed=allow_unhashed, read_base=read_base)
+        else:
+            locked = pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)
+        found.append((platform, i, locked))
+    return found, over_base
 
 
 def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp) -> None:

@@ -40,8 +40,9 @@ BASE_RECORD = "base-image.json"  # the base image and its digest, when `--pin-di
 RECORD = ".envbuild-lock.json"  # {"files": {name: sha256}}: what `lock --check` verifies
 COMMIT = ".envbuild-commit"
 STAGE = ".envbuild-stage-"
+BASE_PACKAGES = "base-packages.json"  # the pins of a pip lock the base image provides (lock.base_packages)
 _LOCK_PATTERNS = (CONDA_LOCKFILE, "conda-*.lock", PIP_LOCKFILE, "requirements-*.lock", PYLOCK, "pylock.*.toml",
-                  BASE_RECORD)
+                  BASE_RECORD, BASE_PACKAGES)
 
 
 def explicit_name(platform: str) -> str:
@@ -98,6 +99,16 @@ def read_record(folder: Path) -> dict[str, str] | None:
     if not all("/" not in name and is_lock_file(name) for name in files):  # a record names files in this folder only
         return None
     return files
+
+
+def read_base_packages(folder: Path) -> dict | None:
+    """base-packages.json of a lock folder (`envbuild.lock.base_packages`: which pins of the
+    pip lock the base image provides), None when there is none or it is unreadable."""
+    try:
+        data = json.loads((Path(folder) / BASE_PACKAGES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("from_base"), dict) else None
 
 
 def verify(folder: Path) -> list[str]:

@@ -52,6 +52,9 @@ class PipRequest:
     frameworks: tuple[str, ...] = ()  # the resolved framework wheels among `requirements`
     settings: PipSettings = field(default_factory=PipSettings)
     cuda: str | None = None  # the resolved CUDA the framework wheels are built for
+    # `name==version` the solver must keep to if it installs `name` at all (never installs
+    # it): the versions the base image carries (envbuild.lock.base_packages)
+    constraints: tuple[str, ...] = ()
 
     @property
     def indexes(self) -> tuple[str, ...]:
@@ -216,9 +219,10 @@ def _unreadable(url: str, cause: str, hint: str | None = None):
 
 # --- resolving with uv ------------------------------------------------------------------
 
-def uv_command(request: PipRequest, requirements_in: str, output: str) -> list[str]:
+def uv_command(request: PipRequest, requirements_in: str, output: str, constraints: str | None = None) -> list[str]:
     """uv's command line: no index URL and no credential on it (any local user can read a
-    process's command line); the indexes travel in `uv_env`."""
+    process's command line); the indexes travel in `uv_env`. `constraints`: a file of
+    name==version lines the solver keeps to (the request's `constraints`)."""
     from uv import find_uv_bin
 
     command = [
@@ -230,6 +234,8 @@ def uv_command(request: PipRequest, requirements_in: str, output: str) -> list[s
         # pip's semantics: the best version across all indexes (the lock pins hashes anyway)
         "--index-strategy", "unsafe-best-match",
     ]
+    if constraints:
+        command += ["--constraint", constraints]
     return command + uv_arguments(request.settings)
 
 
@@ -249,9 +255,14 @@ def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> 
         with open(requirements_in, "w", encoding="utf-8") as handle:
             handle.write("\n".join(request.requirements) + "\n")
         output = os.path.join(tmp, "pylock.toml")  # uv takes this name (or pylock.NAME.toml) only
+        constraints = None
+        if request.constraints:
+            constraints = os.path.join(tmp, "constraints.txt")
+            with open(constraints, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(request.constraints) + "\n")
         try:
-            done = subprocess.run(uv_command(request, requirements_in, output), capture_output=True, text=True,
-                                  env=uv_env(request, timeout), timeout=900)
+            done = subprocess.run(uv_command(request, requirements_in, output, constraints), capture_output=True,
+                                  text=True, env=uv_env(request, timeout), timeout=900)
         except subprocess.TimeoutExpired:
             raise EnvironmentProblem("uv did not finish resolving the pip requirements within 15 minutes",
                                      hint="check the indexes' speed; run again with a warm cache") from None

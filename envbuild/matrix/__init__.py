@@ -48,6 +48,8 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
     "installer_pythons": ("base_images.yaml", "installer_python", t.InstallerPython),
+    "image_env": ("base_images.yaml", "image_env", t.ImageEnv),
+    "base_carries": ("base_images.yaml", "base_carries", t.BaseCarries),
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
     "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
     "wheels": ("wheels.yaml", "releases", t.WheelRelease),
@@ -86,6 +88,8 @@ class Matrices:
     base_families: tuple[t.BaseFamily, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
     installer_pythons: tuple[t.InstallerPython, ...] = ()
+    image_env: tuple[t.ImageEnv, ...] = ()
+    base_carries: tuple[t.BaseCarries, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     wheels: tuple[t.WheelRelease, ...] = ()
     mig_floors: tuple[t.MigFloor, ...] = ()
@@ -99,6 +103,9 @@ class Matrices:
     target_glibc: tuple[t.TargetGlibc, ...] = ()
     target_defaults: tuple[t.TargetDefaults, ...] = ()
     target_archspec: tuple[t.TargetArchspec, ...] = ()
+    # Not from the files: the row of the one base image a spec names outside the catalog
+    # (or with facts stated about it), added for that resolve (envbuild.resolver.named_base)
+    named_base: t.BaseImage | None = None
 
 
 def _freeze(value: Any) -> Any:

@@ -307,6 +307,9 @@ class BaseImage(Row):
     os: str | None = None  # "ubuntu22.04"
     platforms: tuple[str, ...] = ("linux-64",)
     python_source: str | None = None
+    # Only on a row made for an image outside the catalog (envbuild.resolver.named_base):
+    # why what it leaves unknown could not be read from the image
+    unread: str | None = None
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,28 @@ class BaseFamily(Row):
     family: str = ""  # dlc | pytorch | rapids | tensorflow | cuda
     image_python: bool = True  # the bases bring the python3 the installer runs with (nvidia/cuda: none)
     dockerfile_comment: str = ""  # opens the rendered Dockerfile, one "# " line per line
+
+
+@dataclass(frozen=True)
+class BaseCarries(Row):
+    """What the Python of a framework image of `family` carries, for its `releases`: the
+    framework's pip packages at the image's build (the pip requirements of that build),
+    installed by pip with the wheels they pin exactly."""
+
+    family: str = ""  # a base family with a framework: pytorch
+    releases: str = ""  # PEP 440 specifier of the framework releases the record holds for: ">=2.6"
+
+
+@dataclass(frozen=True)
+class ImageEnv(Row):
+    """What a variable in an image's config env says about a base image outside the
+    catalog: its `fact` (cuda, cudnn, python, flavour, framework), either the variable's
+    value (read as a version) or, when `value` is set, that value whenever the variable
+    is set. The first row whose variable an image sets decides a fact."""
+
+    env: str = ""  # CUDA_VERSION
+    fact: str = ""  # one of envbuild.model.BASE_FACTS
+    value: str | None = None  # flavour "devel" when NV_CUDA_CUDART_DEV_VERSION is set
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from envbuild.resolver.checks import Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.gpu_driver import driver_gpu_problems
+from envbuild.resolver.named_base import with_named_base
 from envbuild.resolver.request import Request, read_request
 from envbuild.values import ConflictKind, major_minor
 from envbuild.versions import parse_version
@@ -55,21 +56,24 @@ class Analysis:
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False) -> Resolution:
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None) -> Resolution:
     """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
     skips the search for verified fixes, for a caller that shows none. `joint=True`: the
     spec is a fleet's joint request, the union of GPUs that sit on different hosts with
-    their oldest driver; whether each host's driver drives its GPU is left to the targets."""
-    return _resolve(spec, matrices, with_fixes=fixes, joint=joint)
+    their oldest driver; whether each host's driver drives its GPU is left to the targets.
+    `read_base(ref, platform)` reads what a base image outside the catalog carries
+    (`envbuild.image_facts.read`); without it only the facts the spec states are known."""
+    if matrices is None:
+        from envbuild import matrix
+
+        matrices = matrix.load()
+    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
 
 
 def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_note: bool = True) -> Resolution:
     """`image_note=False`: without the host request's note on its image build (a fix search
     asks only whether a candidate resolves)."""
-    if matrices is None:
-        from envbuild import matrix
-
-        matrices = matrix.load()
+    matrices = with_named_base(matrices, spec)  # a fix that names another base image
     ix = index(matrices)
     a = analyse(spec, ix, joint)
     conflicts = []
@@ -343,9 +347,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
         else:
             # The environment is built on the image's own Python, which the catalog does not
             # record: the lock would assume a Python the image may not have.
-            problems.append(checks.unknown(
-                f"the matrix does not record the Python of {image.ref}; envbuild assumed Python {python}, "
-                f"so pin `python:` to the image's Python (or choose base: cuda)", ("python", "base_image")))
+            problems.append(base_image.unknown_python(ix, image, python))
     for p in problems:
         (a.warnings if p.soft else a.problems).append(p)
     frameworks = []

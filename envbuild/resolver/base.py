@@ -27,11 +27,12 @@ from packaging.version import Version
 from envbuild import frameworks
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
-from envbuild.model import BaseImageChoice
+from envbuild.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
 from envbuild.resolver.checks import Problem, unknown
 from envbuild.resolver.context import Index, fact
+from envbuild.resolver.named_base import catalog_image
 from envbuild.resolver.request import Request
 from envbuild.values import major_minor
 from envbuild.versions import parse_version
@@ -80,8 +81,12 @@ def _serves(img_cuda: Version, b: Build) -> bool:
 
 
 def find_image(ix: Index, ref: str) -> t.BaseImage | None:
-    bare = ref.removeprefix("docker.io/").removeprefix("library/")
-    return next((img for img, _c in ix.images if img.ref == bare), None)
+    """The row of the image `ref` names: the one made for the spec's own base
+    (`named_base`), else the catalog's, also under a mirror path."""
+    named = ix.m.named_base
+    if named is not None and named.ref == ref:
+        return named
+    return catalog_image(ix.m.base_images, ref)
 
 
 def family_filter(req: Request, ix: Index):
@@ -113,11 +118,24 @@ def _same_version(image_version: str | None, version: str) -> bool:
     return a[:n] == b[:n]
 
 
+def carries_resolved_build(m, base: BaseImageChoice, framework, row: t.BaseCarries) -> bool:
+    """Does the catalog image `base` carry exactly the resolved `framework` build (the same
+    release and CUDA), for a release its family's `base_carries` record covers?"""
+    from envbuild import specifiers
+
+    img = catalog_image(m.base_images, base.ref)
+    if img is None or (img.framework or "").lower() != framework.name or not framework.cuda or not img.cuda:
+        return False
+    return _same_version(img.framework_version, framework.version) and _same_cuda(parse_version(img.cuda), framework.cuda) \
+        and specifiers.admits(row.releases, framework.version, True)
+
+
 def binds_python(img: t.BaseImage | BaseImageChoice, installer: str) -> bool:
     """Is the image's own Python the one the environment runs? Yes for a framework image
     (its framework lives in that Python) and for a pip venv over an OS-only base's
-    python3; no for a conda prefix on an OS-only base, which brings its own interpreter."""
-    return img.family != "cuda" or installer == "pip"
+    python3; no for a conda prefix on an OS-only base or an image outside the catalog,
+    which brings its own interpreter."""
+    return img.family not in ("cuda", CUSTOM_FAMILY) or installer == "pip"
 
 
 def _pythons_allowed(req: Request, builds: list[Build]) -> frozenset[str] | None:
@@ -317,12 +335,7 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
               ) -> tuple[BaseImageChoice | None, list[Problem]]:
     ref = req.spec.base_image
     img = find_image(ix, ref)
-    if img is None:
-        choice = BaseImageChoice(ref=ref, family="unknown", flavour=None, cuda=None, cudnn=None, python=None, os=None,
-                                 source="given in the spec", why="given in the spec (not in the catalog)")
-        return choice, [unknown(f"the base image catalog has no row for {ref}, so its CUDA, flavour and Python "
-                                f"cannot be checked", ("base_image",))]
-    problems: list[Problem] = []
+    problems: list[Problem] = _unchecked(req, ix, img, builds, cuda, installer)
     img_cuda = parse_version(img.cuda) if img.cuda else None
     facts = (fact(f"{img.ref}: CUDA {img.cuda}, flavour {img.flavour}", img),)
     if img_cuda is not None:
@@ -368,9 +381,58 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
             f"the image build runs envbuild's {installer} installer with the base image's python3, which is Python "
             f"{img.python} on {img.ref}; the installer needs {floor} or newer, so the base image or the installer "
             f"must move", facts + (_installer_floor_fact(ix, installer), _python_fact(ix, img)), hints=hints))
-    return _choice(img, "given in the spec"), problems
+    return _choice(img, _why_named(ix, img)), problems
 
 
+def _why_named(ix: Index, img: t.BaseImage) -> str:
+    """Why this base: the spec named it; for the spec's own row, what is known of it and where from."""
+    if img is not ix.m.named_base:
+        return "given in the spec"
+    known = ", ".join(f"{name} {value}" for name, value in (
+        ("CUDA", img.cuda), ("cuDNN", img.cudnn), ("Python", img.python), ("OS", img.os), ("flavour", img.flavour),
+        ("framework", f"{img.framework} {img.framework_version}" if img.framework else None)) if value)
+    return f"given in the spec: {img.family} base, {known or 'no facts known'} ({img.source})"
+
+
+def _unchecked(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], cuda: str | None,
+               installer: str) -> list[Problem]:
+    """What could not be checked on an image outside the catalog because a fact it rests on
+    is unknown: soft problems (warnings; conflicts under --strict), each naming the fact,
+    why it is unknown, and how to state it."""
+    if img is not ix.m.named_base:
+        return []  # a catalog row states what the catalog knows
+    why = f" ({img.unread})" if img.unread else ""
+    out = []
+    needs = ", ".join(f"{b.framework} {b.version} (CUDA {b.cuda})" for b in builds) or (f"CUDA {cuda}" if cuda else "")
+    if img.cuda is None and needs:
+        out.append(Problem("unknown_fact", f"nothing states the CUDA of the base image {img.ref}{why}, so whether it "
+                           f"serves {needs}{' and driver ' + str(req.driver) if req.driver else ''} was not checked; "
+                           f"{_state_it(img, 'cuda', 'X.Y')}", soft=True))
+    if img.python is None and req.python and binds_python(img, installer):
+        out.append(Problem("unknown_fact", f"nothing states the Python of the base image {img.ref}{why}; the lock is for "
+                           f"the pinned Python {req.python}, and the build stops at its first step if python3 differs: "
+                           f"{_state_it(img, 'python', req.python)}", soft=True))
+    if img.flavour is None and needs_devel(req, builds, cuda):
+        out.append(Problem("unknown_fact", f"nothing states whether the base image {img.ref} is a devel image{why}, "
+                           f"and {needs_devel(req, builds, cuda)}; {_state_it(img, 'flavour', 'devel')}", soft=True))
+    return out
+
+
+def _state_it(img: t.BaseImage, name: str, example: str) -> str:
+    return (f"state it in the spec (base_image: {{ref: {img.ref}, {name}: {example}}}) or with "
+            f"--base-fact {name}={example}")
+
+
+def unknown_python(ix: Index, img: BaseImageChoice, assumed: str) -> Problem:
+    """The warning for an environment built on an image's own Python that nothing states."""
+    named = ix.m.named_base
+    if named is not None and named.ref == img.ref:
+        why = f" ({named.unread})" if named.unread else ""
+        return Problem("unknown_fact", f"nothing states the Python of the base image {img.ref}{why}; envbuild assumed "
+                       f"Python {assumed}, and the build stops at its first step if python3 differs: "
+                       f"{_state_it(img, 'python', '3.11')}", soft=True)
+    return Problem("unknown_fact", f"the matrix does not record the Python of {img.ref}; envbuild assumed Python "
+                   f"{assumed}, so pin `python:` to the image's Python (or choose base: cuda)", soft=True)
 def _explicit_python(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], installer: str,
                      facts: tuple) -> list[Problem]:
     if not img.python or not binds_python(img, installer):

@@ -11,7 +11,7 @@ import argparse
 from typing import Any, Callable
 
 from envbuild.errors import UserError
-from envbuild.model import BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
+from envbuild.model import BASE_FACTS, BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
 from envbuild.spec.validate import GpuCheck
 
 COMMAND_LINE = "command line"
@@ -57,6 +57,11 @@ def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool 
     group.add_argument(
         "--base", metavar="IMAGE:TAG|FAMILY",
         help=f"explicit base image, or a base family: {', '.join(BASE_FAMILIES)}",
+    )
+    group.add_argument(
+        "--base-fact", action="append", default=[], metavar="FACT=VALUE",
+        help=f"what the base image (--base IMAGE:TAG or the spec's base_image) carries, repeatable: "
+             f"{', '.join(BASE_FACTS)} (cuda=12.4, python=3.11); stated facts win over what envbuild reads from the image",
     )
     group.add_argument("--strict", action="store_true", default=None, help="refuse (not just warn) when the matrices have no row to decide on")
     group.add_argument(
@@ -147,6 +152,8 @@ def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = N
         else:
             raw.set(("base_image",), base, "--base")
             raw.data.pop("base", None)
+    for text in getattr(args, "base_fact", None) or []:
+        _set_base_fact(raw, text)
     if getattr(args, "strict", None):
         raw.set(("strict",), True, "--strict")
 
@@ -169,6 +176,29 @@ def _overlay_platform(raw: Any, value: "str | list[str] | None") -> None:
     if isinstance(listed, list) and names[0] not in listed:
         target.pop("platforms", None)
     raw.set(("target", "platform"), names[0], "--platform")
+
+
+def _set_base_fact(raw: Any, text: str) -> None:
+    """--base-fact cuda=12.4: the same as `cuda: "12.4"` under the spec's `base_image` mapping."""
+    where = f"--base-fact {text}"
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or key not in BASE_FACTS:
+        raise UserError(f"{text!r} is not FACT=VALUE with a known fact", where="--base-fact",
+                        hint=f"facts: {', '.join(BASE_FACTS)}, e.g. --base-fact cuda=12.4")
+    image = raw.data.get("base_image")
+    shorthand = raw.data.get("base")
+    if not image and isinstance(shorthand, str) and shorthand not in BASE_FAMILIES:  # `base: IMAGE:TAG`
+        image = raw.data["base_image"] = raw.data.pop("base")
+        raw.locations[("base_image",)] = raw.locations.get(("base",), where)
+    if not image:
+        raise UserError("--base-fact states facts about a base image, and none is named", where=where,
+                        hint="name it with --base IMAGE:TAG (or base_image: in the spec)")
+    if not isinstance(image, dict):  # the shorthand `base_image: IMAGE:TAG` becomes the mapping form
+        at = raw.locations.get(("base_image",), where)
+        raw.data["base_image"] = {"ref": image}
+        raw.locations[("base_image", "ref")] = at
+    raw.set(("base_image", key), value.strip(), where)
 
 
 def _from_flag(raw: Any, key: str) -> bool:

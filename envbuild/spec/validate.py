@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from envbuild import fields, frameworks
 from envbuild.errors import UserError
-from envbuild.model import BASE_FAMILIES, FRAMEWORKS, INSTALLERS, PLATFORMS, FrameworkRequest, Spec
+from envbuild.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, FRAMEWORKS, INSTALLERS, PLATFORMS,
+                            FrameworkRequest, Spec)
 from envbuild.package_sets import package_frozenset
 from envbuild.spec.parse import RawSpec
 
@@ -47,6 +48,8 @@ _CC = r"(?i:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)"
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _PACKAGE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+_OS_LABEL = r"[a-z]+\d+(?:\.\d+)?"  # as base image tags write it: ubuntu22.04, debian12, ubi9
+_FLAVOURS = ("base", "runtime", "devel")
 # Every pattern here is applied with re.fullmatch (\A...\Z): `$` would accept a final newline.
 # They are kept as text: `re` compiles one when it is first used (and keeps it), so a spec
 # that names no image or channel does not pay for those.
@@ -234,7 +237,7 @@ class _Validator:
         if python is not None and not python.startswith(("2.", "3.")):
             raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
         installer = self.choice(("installer",), INSTALLERS, None)
-        base, base_image = self.base()
+        base, base_image, base_facts = self.base()
         platform, platforms = self.platforms()
         self.check_pins(implied, cuda, installer)
         if not frameworks and cuda is None and base_image is None:
@@ -262,6 +265,7 @@ class _Validator:
             installer=installer,
             base=base,
             base_image=base_image,
+            base_facts=base_facts,
             channels=self.channels(),
             conda_packages=tuple(self.packages("conda")),
             pip_packages=tuple(self.packages("pip")),
@@ -453,23 +457,71 @@ class _Validator:
         raise self.fail(path, f"unreadable GPU name {name!r}",
                         hint or "give the model (A100, RTX 3090) or a compute capability (8.6)")
 
-    def base(self) -> tuple[str, str | None]:
-        """`base` is a family name or (shorthand) an image reference; `base_image` an image."""
+    def base(self) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+        """`base` is a family name or (shorthand) an image reference; `base_image` an image,
+        or a mapping of the image (`ref`) and what the user states about it (BASE_FACTS)."""
         family = self.string(("base",))
-        image = self.string(("base_image",))
-        if image is not None:
-            image = self.image_ref(("base_image",), image, tag=True)
+        image, facts = self.base_image()
         if family is None:
-            return "auto", image
+            return "auto", image, facts
         if family in BASE_FAMILIES:
-            return family, image
+            return family, image, facts
         if ":" in family or "/" in family or "@" in family:
             ref = self.image_ref(("base",), family, tag=True)
             if image is not None and image != ref:
                 raise self.fail(("base",), f"base {ref!r} and base_image {image!r} name different images", "keep one")
-            return "auto", ref
+            return "auto", ref, facts
         hint = did_you_mean(family, BASE_FAMILIES) or f"one of: {', '.join(BASE_FAMILIES)}, or an IMAGE:TAG"
         raise self.fail(("base",), f"unknown base {family!r}", hint)
+
+    def base_image(self) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+        path = ("base_image",)
+        if not isinstance(self.get(path), dict):
+            image = self.string(path)
+            return (None if image is None else self.image_ref(path, image, tag=True)), ()
+        self.check_keys(path, ("ref", *BASE_FACTS))
+        ref = self.string(path + ("ref",))
+        if ref is None:
+            raise self.fail(path, "base_image has no ref", "write base_image: {ref: IMAGE:TAG, cuda: ..., python: ...}")
+        ref = self.image_ref(path + ("ref",), ref, tag=True)
+        facts = []
+        for key in BASE_FACTS:
+            value = self.string(path + (key,))
+            if value is not None:
+                facts.append((key, self.base_fact(path + (key,), key, value)))
+        return ref, tuple(facts)
+
+    def base_fact(self, path: tuple, key: str, value: str) -> str:
+        """One stated fact about a base image, in the form the catalog writes it."""
+        if key == "family":
+            families = (*BASE_FAMILIES[1:], CUSTOM_FAMILY)
+            if value not in families:
+                raise self.fail(path, f"unknown base family {value!r}",
+                                did_you_mean(value, families) or f"one of: {', '.join(families)}")
+            return value
+        if key == "cuda":
+            return self.version(path, "CUDA", parts=(2, 3), example='"12.4" or "12.4.1"') or value
+        if key == "cudnn":
+            return self.version(path, "cuDNN", parts=(1, 4), example='"9" or "8.9.7"') or value
+        if key == "python":
+            return self.version(path, "Python", parts=(2, 3), example='"3.11"') or value
+        if key == "flavour":
+            if value not in _FLAVOURS:
+                raise self.fail(path, f"unknown flavour {value!r}", f"one of: {', '.join(_FLAVOURS)}")
+            return value
+        if key == "os":
+            if not re.fullmatch(_OS_LABEL, value):
+                raise self.fail(path, f"malformed OS {value!r}", "write it as base image tags do, e.g. ubuntu22.04 or debian12")
+            return value
+        try:  # framework: NAME==VERSION
+            name, version = split_framework(value)
+        except ValueError:
+            name, version = value, None
+        known = canonical_framework(name)
+        if known is None or not version or not re.fullmatch(r"\d+(\.\d+)*", version.lstrip("=")):
+            raise self.fail(path, f"malformed framework {value!r}", f"write NAME==VERSION, e.g. pytorch==2.8.0 "
+                            f"(frameworks: {', '.join(FRAMEWORKS)})")
+        return f"{known[0]}=={version.lstrip('=')}"
 
     def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:
         return fields.image_ref(text, self.raw.where(path) or "spec", tag=tag)

@@ -13,6 +13,18 @@ FROM rapidsai/base:24.04-cuda12.2-py3.11 AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
+# Before anything is installed, the facts the stack relied on:
+# - the base must carry the CUDA 12.2 the stack was checked against
+RUN cuda="${CUDA_VERSION:-}" \
+    && if [ -z "$cuda" ] && [ -f /usr/local/cuda/version.json ]; then \
+        cuda="$(sed -n 's/^ *"version" *: *"\([0-9.]*\)".*/\1/p' /usr/local/cuda/version.json)"; \
+        cuda="${cuda%%[!0-9.]*}"; \
+    fi \
+    && case "$cuda" in \
+        ""|12.2|12.2.*) ;; \
+        *) echo "envbuild: error: base image rapidsai/base:24.04-cuda12.2-py3.11: it carries CUDA $cuda, the stack was checked against CUDA 12.2 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.2, and lock again)" >&2; \
+           exit 1 ;; \
+    esac
 COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 

@@ -20,6 +20,18 @@ RUN if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
         && apt-get install -y --no-install-recommends python3 python3-venv \
         && rm -rf /var/lib/apt/lists/*; \
     fi
+# Before anything is installed, the facts the stack relied on:
+# - the base must carry the CUDA 12.6 the stack was checked against
+RUN cuda="${CUDA_VERSION:-}" \
+    && if [ -z "$cuda" ] && [ -f /usr/local/cuda/version.json ]; then \
+        cuda="$(sed -n 's/^ *"version" *: *"\([0-9.]*\)".*/\1/p' /usr/local/cuda/version.json)"; \
+        cuda="${cuda%%[!0-9.]*}"; \
+    fi \
+    && case "$cuda" in \
+        ""|12.6|12.6.*) ;; \
+        *) echo "envbuild: error: base image nvidia/cuda:12.6.3-runtime-ubuntu24.04: it carries CUDA $cuda, the stack was checked against CUDA 12.6 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.6, and lock again)" >&2; \
+           exit 1 ;; \
+    esac
 COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 

@@ -15,6 +15,18 @@ FROM 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.12.1-cu130-amzn2023 
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
+# Before anything is installed, the facts the stack relied on:
+# - the base must carry the CUDA 13.0 the stack was checked against
+RUN cuda="${CUDA_VERSION:-}" \
+    && if [ -z "$cuda" ] && [ -f /usr/local/cuda/version.json ]; then \
+        cuda="$(sed -n 's/^ *"version" *: *"\([0-9.]*\)".*/\1/p' /usr/local/cuda/version.json)"; \
+        cuda="${cuda%%[!0-9.]*}"; \
+    fi \
+    && case "$cuda" in \
+        ""|13.0|13.0.*) ;; \
+        *) echo "envbuild: error: base image 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.12.1-cu130-amzn2023: it carries CUDA $cuda, the stack was checked against CUDA 13.0 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 13.0, and lock again)" >&2; \
+           exit 1 ;; \
+    esac
 COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 

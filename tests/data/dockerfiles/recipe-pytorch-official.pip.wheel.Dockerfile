@@ -13,12 +13,24 @@ FROM pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-# The pip environment is a venv over this python3: it must be the locked Python 3.11.
+# Before anything is installed, the facts the stack relied on:
+# - python3 must be the locked Python 3.11 (the pip environment is a venv over it)
+# - the base must carry the CUDA 12.8 the stack was checked against
 RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
     && if [ "$found" != "3.11" ]; then \
         echo "envbuild: error: base image pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime: python3 is Python $found, the lock is for Python 3.11 (use a base image whose python3 is 3.11, or pin python: $found with a base image that has it, and lock again)" >&2; \
         exit 1; \
-    fi
+    fi \
+    && cuda="${CUDA_VERSION:-}" \
+    && if [ -z "$cuda" ] && [ -f /usr/local/cuda/version.json ]; then \
+        cuda="$(sed -n 's/^ *"version" *: *"\([0-9.]*\)".*/\1/p' /usr/local/cuda/version.json)"; \
+        cuda="${cuda%%[!0-9.]*}"; \
+    fi \
+    && case "$cuda" in \
+        ""|12.8|12.8.*) ;; \
+        *) echo "envbuild: error: base image pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime: it carries CUDA $cuda, the stack was checked against CUDA 12.8 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.8, and lock again)" >&2; \
+           exit 1 ;; \
+    esac
 COPY envbuild/ /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
 
