@@ -179,7 +179,8 @@ class Warning:  # noqa: A001 - a resolver warning, not the builtin category
 
 @dataclass(frozen=True)
 class Unchecked:
-    """A fact the matrices lack, and the links it left unchecked: the verdict is then
+    """A fact that is not known (the matrices lack it, or a base image outside the catalog
+    neither states nor shows it), and the links it left unchecked: the verdict is then
     `unverified`, never `ok`."""
 
     links: tuple[str, ...]  # of LINKS

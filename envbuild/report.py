@@ -49,7 +49,7 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
 
 
 # The links the resolver checks: the conflict kind that reports a failure, the name
-# `unchecked[].links` gives it (None: no fact the matrices could lack), and its label.
+# `unchecked[].links` gives it (None: no fact it needs can be unknown), and its label.
 _LINKS = (
     ("platform_unsupported", "platform", "platform"),
     ("framework_cuda_mismatch", "framework_build", "framework build -> CUDA"),
@@ -65,7 +65,7 @@ _LINKS = (
 def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
     """(status, link, detail) per link: CONFLICT when the resolver reported that kind;
     `skipped` when the spec gave nothing to check it against (no driver, no GPU);
-    `unchecked` when the matrices lack the fact to check it (never `ok`); else ok."""
+    `unchecked` when a fact to check it is unknown (never `ok`); else ok."""
     spec, stack = resolution.spec, resolution.resolved
     failed = {c.kind for c in resolution.conflicts}
     unchecked = {link for item in resolution.unchecked for link in item.links}
@@ -82,7 +82,7 @@ def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
             out.append(("skipped", link, detail))
         elif name in unchecked:
             shown = spec.driver if kind == "driver_too_old" else detail  # not what the driver was found to run
-            out.append(("unchecked", link, f"{shown}: not checked, the matrices lack a fact (below)"))
+            out.append(("unchecked", link, f"{shown}: not checked, a fact it needs is unknown (below)"))
         else:
             out.append(("ok", link, detail))
     return out

@@ -7,8 +7,9 @@ each framework against the checks (checks.py), choose the newest joint combinati
 fixes that were themselves resolved and pass (fixes.py).
 
 The verdict: `conflict` when a link fails; else `unverified` when a link could not be
-checked because the matrices lack the fact (checks.unknown: a release, GPU, label, arch
-list or base Python they do not know); else `ok`.
+checked because a fact is unknown (checks.unknown: a release, GPU, label, arch list or
+base Python the matrices do not know, or a fact of a base image outside the catalog that
+nothing states and the image did not show); else `ok`.
 
 Host or image (`Spec.image_build`): a request that names no image is judged as the stack
 runs on a host, with the Python of the frameworks' own builds. The constraints of building
