@@ -208,6 +208,31 @@ def test_facts_are_read_from_the_registry(acme_base, tmp_path):
 
 
 @docker
+def test_export_judges_a_target_by_the_facts_read_from_the_base(acme_base, tmp_path):
+    """The spec names no CUDA: only the base's, read from the registry (12.4.1), meets the
+    target's driver. R470 cannot start it: nothing is written. R550 can, and its Python is
+    still unknown (python3 runs only in a local image): written, unverified, and said so."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "acme-train", "installer": "pip", "python": "3.11",
+                                    "base_image": acme_base, "packages": {"pip": ["envbuild_pydemo==1.0"]}}))
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"targets": {name: {"gpu": "A10G", "driver": driver, "scheduler": {"kind": "k8s"}}
+                                                 for name, driver in (("r470", "470.82.01"), ("r550", "550.54.15"))}}))
+    job = tmp_path / "job.yaml"
+    refused = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470", "-o", job,
+                       cwd=tmp_path)
+    assert refused.returncode == 1 and not job.exists(), refused.stderr
+    assert f"CONFLICT [driver_too_old] the base image {acme_base} declares CUDA 12.4" in refused.stderr
+    assert "does not run on target r470" in refused.stderr
+    written = ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "-o", job,
+                          cwd=tmp_path))
+    assert job.exists() and "target r550: unverified: nothing states the Python of the base image" in written.stderr
+    strict = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "--strict",
+                      "-o", tmp_path / "strict.yaml", cwd=tmp_path)
+    assert strict.returncode == 1 and not (tmp_path / "strict.yaml").exists()
+
+
+@docker
 def test_a_base_that_cannot_be_read_is_unverified_with_the_fix(registry, tmp_path):
     """Exit 0 with the fix (exit 1 under --strict): nothing was guessed, and nothing checked."""
     spec = acme_spec(tmp_path, f"{registry}/{TEST_NAMESPACE}/acme/never-pushed:1", "unused")

@@ -104,6 +104,7 @@ def _judge_target(spec, target, args) -> None:
 
     from envbuild.errors import Refused, Unresolved
     from envbuild.fleet.judge import image_spec, judge
+    from envbuild.image_facts import read
 
     why = "no spec and no image to read one from"
     if spec is None and args.image:
@@ -114,7 +115,7 @@ def _judge_target(spec, target, args) -> None:
                           f"(pass the SPEC, or --force)")
         print(f"envbuild: warning: the stack was not judged on target {target.name}: {why}", file=sys.stderr)
         return
-    judged = judge(spec, (target,))[target.name]
+    judged = judge(spec, (target,), read_base=read)[target.name]
     if judged.refused(spec.strict or bool(args.strict)):
         if not args.force:
             raise Unresolved(judged.resolution, note=f"the stack does not run on target {target.name} as asked; "

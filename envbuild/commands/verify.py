@@ -96,6 +96,7 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
 
     from envbuild.commands._spec import load_spec
     from envbuild.fleet.judge import image_spec, judge
+    from envbuild.image_facts import read
 
     if args.expect:
         spec, why = load_spec(args.expect, for_image=True), ""
@@ -104,7 +105,7 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
     if spec is None:
         print(f"envbuild: warning: the targets were not judged before running: {why}", file=sys.stderr)
         return {}, {}
-    judged = judge(spec, targets)
+    judged = judge(spec, targets, read_base=read)
     skipped = {}
     for name, j in judged.items():
         if j.refused(args.strict or spec.strict) and not args.force:

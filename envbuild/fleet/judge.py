@@ -4,8 +4,9 @@ and before `verify --fleet` submits the probe to one.
 The stack is the spec the command was given, judged as an image build (`for_image`), or,
 without one, the stack an image envbuild built records in its labels (`io.envbuild.*`,
 read from the registry). Each target is then resolved with its own driver, GPU, MIG
-slice and memory (`envbuild.fleet.resolve`). A stack that cannot be judged (an image
-without envbuild's labels, a registry that does not answer) is said so, not refused.
+slice and memory (`envbuild.fleet.resolve`); a base image outside the catalog is read as
+`resolve` reads it (its stated facts, then the image). A stack that cannot be judged (an
+image without envbuild's labels, a registry that does not answer) is said so, not refused.
 """
 from __future__ import annotations
 
@@ -38,11 +39,13 @@ class Judged:
         return self.verdict == "conflict" or (strict and self.verdict == "unverified")
 
 
-def judge(spec: Spec, targets: tuple[Target, ...]) -> dict[str, Judged]:
-    """Each target's verdict for `spec` as an image build, by target name."""
+def judge(spec: Spec, targets: tuple[Target, ...], *, read_base=None) -> dict[str, Judged]:
+    """Each target's verdict for `spec` as an image build, by target name. `read_base`
+    reads a base image outside the catalog (`envbuild.image_facts.read`, handed in by the
+    commands), so its facts are judged as `resolve` judges them."""
     from envbuild.fleet.resolve import resolve_fleet
 
-    answer = resolve_fleet(dataclasses.replace(spec, for_image=True), targets)
+    answer = resolve_fleet(dataclasses.replace(spec, for_image=True), targets, read_base=read_base)
     out = {}
     for r in answer.targets:
         shown = dataclasses.replace(r.resolution, conflicts=tuple(r.conflicts), verdict=r.verdict,
