@@ -143,40 +143,6 @@ def manifest_digest(ref: Reference, *, timeout: float = 10.0) -> str | None:
     return digest
 
 
-# envbuild's platforms as image indexes name them
-_OCI_PLATFORMS = {"linux-64": ("linux", "amd64"), "linux-aarch64": ("linux", "arm64")}
-
-
-def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float = 10.0) -> dict[str, str] | None:
-    """The labels of `ref`'s image config (of its `platform` image, for a multi-arch tag),
-    read through the registry API without pulling layers; None when the registry has no
-    such image. An unreachable or refusing registry raises EnvironmentProblem."""
-    client = RegistryClient(ref, timeout=timeout)
-    response = client.manifest("GET")
-    if response.status_code == 404:
-        return None
-    _answered(response, ref)
-    manifest = _json(response, ref)
-    if "manifests" in manifest:  # an index: the image for the platform
-        wanted = _OCI_PLATFORMS.get(platform)
-        entry = next((m for m in manifest["manifests"] if isinstance(m, dict)
-                      and ((m.get("platform") or {}).get("os"), (m.get("platform") or {}).get("architecture")) == wanted),
-                     None)
-        if entry is None or not isinstance(entry.get("digest"), str):
-            return None
-        response = client.manifest("GET", entry["digest"])
-        _answered(response, ref)
-        manifest = _json(response, ref)
-    config = (manifest.get("config") or {}).get("digest")
-    if not isinstance(config, str):
-        return None
-    with client.blob(config) as response:
-        _answered(response, ref)
-        blob = _json(response, ref)
-    labels = (blob.get("config") or {}).get("Labels") or {}
-    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
-
-
 def pin(ref: Reference, *, timeout: float = 10.0) -> Reference:
     """`ref` with the digest its tag points at now; a missing tag is an error."""
     if ref.digest:
@@ -236,12 +202,26 @@ def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float =
     return digest, config
 
 
+def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float = 10.0) -> dict[str, str] | None:
+    """The labels of `ref`'s image config (of its `platform` image, for a multi-arch tag),
+    read as `image_config` reads it, without pulling layers; None when the registry has no
+    such tag. An unreachable, refusing or malformed answer raises EnvironmentProblem."""
+    found = image_config(ref, platform, timeout=timeout)
+    if found is None:
+        return None
+    settings = found[1].get("config")
+    labels = settings.get("Labels") if isinstance(settings, dict) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
 def _answered(response, ref: Reference) -> None:
     if not response.ok:
         raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
 
 
 def _json(response, ref: Reference) -> dict:
+    if len(response.content) > CONFIG_LIMIT:  # a manifest is a few KiB too
+        raise EnvironmentProblem(f"registry {ref.registry} sent a manifest over 4 MiB for {ref}")
     try:
         body = response.json()
     except ValueError:
