@@ -166,7 +166,11 @@ def test_an_unknown_base_image_leaves_its_link_unchecked():
     r = resolve(spec({"pytorch": "2.1.2+cu121"}, installer="pip", base_image="example.com/team/base:1"), M)
     assert r.verdict == "unverified" and r.usable and not r.conflicts
     assert {link for u in r.unchecked for link in u.links} == {"base_image", "python"}
-    assert any("no row for example.com/team/base:1" in u.message for u in r.unchecked)
+    assert any("nothing states the CUDA of the base image example.com/team/base:1" in u.message
+               and "--base-fact cuda=X.Y" in u.message for u in r.unchecked)
+    stated = resolve(spec({"pytorch": "2.1.2+cu121"}, installer="pip", base_image="example.com/team/base:1",
+                          base_facts=(("cuda", "12.1.1"), ("python", "3.11"))), M)
+    assert stated.ok and stated.resolved.base_image.family == "custom"
 
 
 def test_cupy_on_cuda_122_or_newer_gets_a_devel_image():
