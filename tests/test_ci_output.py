@@ -83,7 +83,8 @@ def test_resolve_json_matches_its_schema(recipe):
 
 
 @pytest.mark.parametrize("query", [("gpu", "A100"), ("cuda", "12.4"), ("driver", "550.54.15"), ("pytorch", "2.4.1"),
-                                   ("images", "--family", "cuda")])
+                                   ("images", "--family", "cuda"), ("grid", "pytorch", ">=2.7", "--gpu", "L4", "--gpu", "K80"),
+                                   ("grid", "tensorflow")])
 def test_matrix_json_matches_its_schema(query):
     proc = envbuild("matrix", *query, "--json")
     assert proc.returncode == 0, proc.stderr

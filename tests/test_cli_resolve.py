@@ -187,7 +187,8 @@ def test_fix_flags_are_command_line_flags():
 
 
 # --- the command end to end (real resolver and matrices) ----------------------------------
-JSON_KEYS = {"verdict", "judged_for", "spec_hash", "matrix_version", "resolved", "conflicts", "unchecked", "warnings"}
+JSON_KEYS = {"verdict", "judged_for", "spec_hash", "matrix_version", "resolved", "conflicts", "unchecked", "checks",
+             "warnings"}
 
 
 def _check_json_shape(data: dict) -> None:
@@ -205,6 +206,15 @@ def _check_json_shape(data: dict) -> None:
         assert set(warning) == {"kind", "message", "facts", "fixes"}
     for item in data["unchecked"]:
         assert set(item) == {"links", "message", "nearest"} and item["links"] and item["message"]
+    for check in data["checks"]:
+        assert set(check) == {"link", "label", "status", "detail"}
+        assert check["status"] in ("ok", "conflict", "unchecked", "skipped")
+    # every conflict is the failure of a checked link: the check lines never all say ok
+    assert any(c["status"] == "conflict" for c in data["checks"]) == bool(data["conflicts"])
+    # and every link left unchecked has its line, which never says ok
+    unchecked = {link for item in data["unchecked"] for link in item["links"]}
+    assert {c["link"] for c in data["checks"] if c["status"] == "unchecked"} == unchecked - {
+        c["link"] for c in data["checks"] if c["status"] in ("conflict", "skipped")}
     if data["verdict"] == "ok":
         assert not data["conflicts"] and not data["unchecked"] and data["resolved"]
     elif data["verdict"] == "unverified":

@@ -162,6 +162,10 @@ EXPECTED = {
     "held-pt-031-gtx960m-win": ("unverified", None, "no PyTorch 0.3 rows: its dropped sm_50 is not known"),
     "held-rtx4090d-cu10x-torch": ("unverified", None, "the RTX 4090 D is not in the GPU table"),
     "held-l20-torch251-driver535": ("unverified", None, "the L20 is not in the GPU table"),
+    # Labelled ok (TF 2.15 runs on an H100 through PTX JIT). Its and-cuda extra pulls
+    # tensorrt==8.6.1.post1, an sdist only (it downloads from NVIDIA's index when built), so the
+    # lock proof found it does not lock, and envbuild offers releases whose and-cuda extra locks.
+    "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "not_lockable", "tensorrt is an sdist only"),
 }
 # The unverified cases above, with the missing fact stated as the answer tells the user to
 # (--gpu with the compute capability): then the verdict is the thread's.
@@ -202,18 +206,25 @@ def test_real_case(case_id):
 def test_ptx_only_support_is_a_warning_and_an_image_build_is_a_note():
     import dataclasses
 
-    # on a host (the case: the user's own Python 3.11), ok with the PTX warning
-    result = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
+    m = matrix.load()
+    refused = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], m)
+    moves = [f.changes["frameworks.tensorflow"] for f in refused.conflicts[0].fixes if "frameworks.tensorflow" in f.changes]
+    locks = {r.version for r in m.lock_proofs if r.framework == "tensorflow" and r.lockable}
+    assert moves and set(moves) <= locks  # each release offered is one whose and-cuda extra locks
+    # TF 2.14 (the same kernels: sm_80 and compute_80 PTX) locks for Python 3.9 and 3.10; on a host
+    # with the user's own Python 3.9 it resolves ok with its PTX warning
+    host = dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], cuda="11.8", python="3.9",
+                               frameworks=(FrameworkRequest("tensorflow", "2.14.0"),))
+    result = resolve(host, m)
     assert result.ok
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
-    # an image of it would be a venv over the base's python3, which no Ubuntu release has at 3.11:
-    # a note with the image build's fix, not a conflict
+    # an image of it would be a venv over the base's python3, which no Ubuntu release with CUDA 11.8
+    # has at 3.9: a note with the image build's fix, not a conflict
     [note] = [w for w in result.warnings if w.kind == "image_build"]
     assert "venv over the base image's python3" in note.message and note.fixes[0].changes == {"python": "3.10"}
-    image = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], for_image=True), matrix.load())
+    image = resolve(dataclasses.replace(host, for_image=True), m)
     assert [c.kind for c in image.conflicts] == ["python_unsupported"]
-    fixed = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], for_image=True,
-                                        **note.fixes[0].changes), matrix.load())
+    fixed = resolve(dataclasses.replace(host, for_image=True, **note.fixes[0].changes), m)
     assert fixed.ok and any(w.kind == "ptx_jit" for w in fixed.warnings)
 
 

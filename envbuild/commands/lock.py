@@ -69,6 +69,7 @@ def run(args) -> int:
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
+    from envbuild.model import to_jsonable
     from envbuild.urls import mask_text
 
     for note in result.notes:
@@ -83,6 +84,7 @@ def run(args) -> int:
                          for platform, packages in result.conda.items()},
             "pip_packages": {platform: [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in pins]
                              for platform, pins in result.pip.items()},
+            "cuda": to_jsonable(result.cuda),
             "conflicts": [], "base_packages": result.base,
         })
         return 0
@@ -90,6 +92,8 @@ def run(args) -> int:
         frameworks = [p for p in packages if p.name in _framework_packages()]
         shown = ", ".join(f"{p.name} {p.version} ({p.build})" for p in frameworks)
         print(f"{platform}: {len(packages)} conda packages" + (f"; {shown}" if shown else ""))
+    for report in result.cuda:
+        print("\n".join(report.lines(warnings=False)))  # the warnings go to stderr with the notes
     for path in result.files:
         print(f"wrote {path}")
     if result.base and result.base["from_base"]:
