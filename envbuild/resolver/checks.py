@@ -37,7 +37,8 @@ class Problem:
 
 def unknown(message: str, links: tuple[str, ...], *, framework: str | None = None,
             nearest: tuple[str, ...] = ()) -> Problem:
-    """The matrices lack the fact a check needs: `links` (of model.LINKS) stay unchecked, and
+    """A fact a check needs is unknown (the matrices lack it, or a base image outside the
+    catalog neither states nor shows it): `links` (of model.LINKS) stay unchecked, and
     `message` says what is unknown and how to state it. `nearest`: for a release the
     matrices do not know, the nearest ones they do."""
     return Problem(UNKNOWN, message, soft=True, framework=framework, hints={"links": links, "nearest": nearest})
