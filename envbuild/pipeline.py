@@ -17,12 +17,12 @@ the tables say (`context_facts`, `probe_facts`).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envbuild import say
 from envbuild.errors import LockRefused, Unresolved, VerifyFailed
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
@@ -74,7 +74,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     else:
         target = scratch / "lock"
     if not quiet:
-        print(f"envbuild: locking into {target}", file=sys.stderr)
+        say.note(f"locking into {target}")
     try:
         api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
     except api.LockConflict as exc:  # a failed pip lock included

@@ -1604,6 +1604,7 @@ def run_probe(args, run=_run):
     counts = dict((s, sum(1 for c in checks if c["status"] == s)) for s in STATUSES)
     failed = [c["name"] for c in checks if c["status"] == "fail" and c["required"]]
     return {
+        "verdict": "fail" if failed else "pass",
         "probe_version": PROBE_VERSION,
         "mode": "static" if args.static else "full",
         "host": platform.node(),
@@ -1620,17 +1621,33 @@ def run_probe(args, run=_run):
 
 
 def format_text(report):
+    """The report for a terminal. A cause and fix that explain several checks (no GPU
+    visible fails every GPU check) are printed once, under the first of them, with the
+    names of the checks they explain."""
     s = report["summary"]
     lines = ["envbuild probe (%s, Python %s): %d pass, %d fail, %d warn, %d skip in %.1f s" % (
         report["mode"], report["python"], s["pass"], s["fail"], s["warn"], s["skip"], report["elapsed_s"])]
+    explained = {}  # (cause, fix) -> the names of the failed or warning checks it explains
+    for c in report["checks"]:
+        if c["status"] in ("fail", "warn") and (c.get("cause") or c.get("fix")):
+            explained.setdefault((c.get("cause"), c.get("fix")), []).append(c["name"])
     for c in report["checks"]:
         optional = " [not required]" if c["status"] == "fail" and not c["required"] else ""
         lines.append("  %-5s %-30s %s%s" % (c["status"].upper(), c["name"], c["details"], optional))
-        if c["status"] in ("fail", "warn") and c.get("cause"):
+        names = explained.get((c.get("cause"), c.get("fix"))) if c["status"] in ("fail", "warn") else None
+        if not names or names[0] != c["name"]:
+            continue  # no cause, or one already printed under the first check it explains
+        if c.get("cause"):
             lines.append("        cause: %s" % c["cause"])
-        if c["status"] in ("fail", "warn") and c.get("fix"):
+        if c.get("fix"):
             lines.append("        fix:   %s" % c["fix"])
-    lines.append("verdict: %s" % ("PASS" if s["ok"] else "FAIL (required checks failed: %s)" % ", ".join(s["failed_required"])))
+        if len(names) > 1:
+            lines.append("        explains %d checks: %s" % (len(names), ", ".join(names)))
+    if s["ok"]:
+        verdict = "PASS" + (" (static checks only: the GPU checks did not run)" if report["mode"] == "static" else "")
+    else:
+        verdict = "FAIL (required checks failed: %s)" % ", ".join(s["failed_required"])
+    lines.append("verdict: %s" % verdict)
     return "\n".join(lines)
 
 

@@ -29,7 +29,6 @@ def configure(parser) -> None:
                         help="a further pip index for the pip lock, repeatable")
     parser.add_argument("--allow-unhashed", action="store_true",
                         help="write a pip lock even when the index publishes no sha256 for some files")
-    parser.add_argument("--verbose", action="store_true", help="also print the solver's own explanation of a failure")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
@@ -69,11 +68,11 @@ def run(args) -> int:
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
+    from envbuild import say
     from envbuild.model import to_jsonable
-    from envbuild.urls import mask_text
 
     for note in result.notes:
-        print(mask_text(f"envbuild: warning: {note}"), file=sys.stderr)
+        say.warning(note)
     if args.json:
         _print_json({
             "verdict": resolution.verdict, "unchecked": to_jsonable(resolution.unchecked),
@@ -114,7 +113,7 @@ def _check(spec, resolution, others, args) -> int:
 
     problems = check(spec, resolution, None, args.out_dir, others)
     if args.json:
-        _print_json({"up_to_date": not problems, "problems": problems})
+        _print_json({"verdict": "stale" if problems else "ok", "up_to_date": not problems, "problems": problems})
     elif problems:
         print("lock is out of date:")
         for line in problems:

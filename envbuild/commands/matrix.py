@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
     data, lines = handler(m, args)
     if args.json:
-        json.dump({"query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2, default=_jsonable)
+        json.dump({"verdict": "ok", "query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2,
+                  default=_jsonable)
         sys.stdout.write("\n")
     else:
         print("\n".join(lines))

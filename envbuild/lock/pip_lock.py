@@ -24,6 +24,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from envbuild import say
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import PIP_LOCKFILE
 from envbuild.lock.metadata import Stamp
@@ -258,8 +259,9 @@ def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> 
             with open(constraints, "w", encoding="utf-8") as handle:
                 handle.write("\n".join(request.constraints) + "\n")
         try:
-            done = subprocess.run(uv_command(request, requirements_in, output, constraints), capture_output=True,
-                                  text=True, env=uv_env(request, timeout), timeout=900)
+            command = uv_command(request, requirements_in, output, constraints)
+            say.command(command)
+            done = subprocess.run(command, capture_output=True, text=True, env=uv_env(request, timeout), timeout=900)
         except subprocess.TimeoutExpired:
             raise EnvironmentProblem("uv did not finish resolving the pip requirements within 15 minutes",
                                      hint="check the indexes' speed; run again with a warm cache") from None

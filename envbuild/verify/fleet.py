@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.fleet import Target
+from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
 
@@ -28,7 +29,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                  skipped: dict[str, str] | None = None, verdicts: dict[str, str] | None = None) -> dict[str, Any]:
     """`skipped`: target name -> why it is not run (the stack's conflict there). `verdicts`:
     target name -> the stack's verdict there (ok, unverified, conflict), for the report."""
-    progress = progress or _progress_line
+    progress = progress or Progress(sys.stderr)
     skipped = skipped or {}
     verdicts = verdicts or {}
     workdir.mkdir(parents=True, exist_ok=True)
@@ -51,8 +52,8 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                 path = workdir / f"{job.name}{mod.SUFFIX}"
                 atomic.write_text(path, mod.render(job))
                 results[job.name] = {"status": "submitted-manually", "definition": str(path)}
-            progress(f"{kind}: wrote {len(jobs)} job definition(s) to {workdir}; envbuild does not submit to {kind}")
-    _end_progress()
+            progress.line(f"{kind}: wrote {len(jobs)} job definition(s) to {workdir}; envbuild does not submit to {kind}")
+    progress.done()
     entries = []
     for t in targets:
         job = job_for(image, t, static=static)
@@ -76,9 +77,11 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                         "resolve_verdict": verdicts.get(t.name), "not_run_reason": reason,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
                         "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
-                        "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k != "checks"}})
+                        "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k not in ("checks", "verdict")}})
     ok = all(e["status"] == "pass" for e in entries)
-    return {"image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
+    # pass: every target passed; fail: one failed; not_run: none failed, but not every one ran
+    verdict = "pass" if ok else "fail" if any(e["status"] == "fail" for e in entries) else "not_run"
+    return {"verdict": verdict, "image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
             "summary": {s: sum(e["status"] == s for e in entries) for s in ("pass", "fail", "not_run")},
             "targets": entries}
 
@@ -130,22 +133,3 @@ def _why(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if re.search(r"error|denied|not found|unable|cannot|fatal", line, re.I)]
     return (errors or lines or ["no output"])[-1][:300]
-
-
-_last = [0]
-
-
-def _progress_line(text: str) -> None:
-    """One progress line, rewritten in place on a terminal; plain lines in a CI log."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\r" + text[:150].ljust(_last[0]))
-        _last[0] = len(text[:150])
-    else:
-        sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _end_progress() -> None:
-    if _last[0] and sys.stderr.isatty():
-        sys.stderr.write("\n")
-        _last[0] = 0
