@@ -45,13 +45,10 @@ def resolve_spec(args):
 
 def say_unchecked(resolution) -> None:
     """An unverified stack goes on (without --strict), saying on stderr what was not checked."""
-    import sys
-
-    from envbuild.urls import mask_text
+    from envbuild import say
 
     for item in resolution.unchecked:
-        print(mask_text(f"envbuild: warning: unverified ({', '.join(item.links)} not checked): {item.message}"),
-              file=sys.stderr)
+        say.warning(f"unverified ({', '.join(item.links)} not checked): {item.message}")
 
 
 def check_build_inputs(args, environ=None) -> None:

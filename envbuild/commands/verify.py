@@ -111,8 +111,7 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
     """(target -> why it is not run, target -> the stack's verdict there): the stack is
     --expect SPEC, else the one the image's labels record. A target where it conflicts
     (or, with --strict, is unverified) is not run, unless --force."""
-    import sys
-
+    from envbuild import say
     from envbuild.commands._spec import load_spec
     from envbuild.fleet.judge import image_spec, judge
     from envbuild.image_facts import read
@@ -122,7 +121,7 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
     else:
         spec, why = image_spec(args.image, targets[0].platform if targets else "linux-64")
     if spec is None:
-        print(f"envbuild: warning: the targets were not judged before running: {why}", file=sys.stderr)
+        say.warning(f"the targets were not judged before running: {why}")
         return {}, {}
     judged = judge(spec, targets, read_base=read)
     skipped = {}
@@ -130,9 +129,9 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
         if j.refused(args.strict or spec.strict) and not args.force:
             why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
             skipped[name] = f"the stack {why} on this target: {j.reason}"
-            print(f"envbuild: {name}: not run: {skipped[name]} (--force runs it anyway)", file=sys.stderr)
+            say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
         elif j.verdict != "ok":
-            print(f"envbuild: warning: {name}: the stack is {j.verdict} there: {j.reason}", file=sys.stderr)
+            say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
     return skipped, {name: j.verdict for name, j in judged.items()}
 
 
