@@ -25,6 +25,7 @@ from envbuild.resolver import resolve
 from envbuild.resolver.named_base import catalog_image, with_named_base
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE
+from test_ci_output import validate
 from test_cli_image_e2e import envbuild, ok, one_error_line
 
 M = matrix.load()
@@ -227,6 +228,14 @@ def test_export_judges_a_target_by_the_facts_read_from_the_base(acme_base, tmp_p
     written = ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "-o", job,
                           cwd=tmp_path))
     assert job.exists() and "target r550: unverified: nothing states the Python of the base image" in written.stderr
+    answer = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550",
+                                    "--json", cwd=tmp_path)).stdout)
+    validate("export", answer)
+    assert answer["verdict"] == "unverified" and answer["target"] == "r550"
+    forced = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470",
+                                    "--force", "--json", cwd=tmp_path)).stdout)
+    validate("export", forced)
+    assert forced["verdict"] == "conflict" and "kind: Job" in forced["definition"]
     strict = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "--strict",
                       "-o", tmp_path / "strict.yaml", cwd=tmp_path)
     assert strict.returncode == 1 and not (tmp_path / "strict.yaml").exists()

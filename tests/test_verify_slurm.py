@@ -20,6 +20,7 @@ import yaml
 
 from browser import look_at
 from conftest import _need
+from test_ci_output import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = """targets:
@@ -336,6 +337,10 @@ def test_export_writes_nothing_for_a_target_the_stack_does_not_run_on(tmp_path, 
               "--target", "r550", "--static", "-o", str(script))
     assert ok.returncode == 0, ok.stderr
     assert _submit(script, slurm_env)["summary"]["ok"] is True
+    answer = json.loads(_cli(slurm_env, "export", "slurm", CUPY, "--image", "127.0.0.1:5555/team/train:1", "--fleet",
+                             fleet, "--target", "r550", "--json").stdout)
+    validate("export", answer)
+    assert (answer["verdict"], answer["target"], answer["unchecked"], answer["conflicts"]) == ("ok", "r550", [], [])
 
 
 def test_verify_fleet_does_not_run_a_target_the_expected_stack_conflicts_on(tmp_path, slurm_env):
@@ -393,6 +398,11 @@ def test_an_image_without_envbuild_labels_is_run_unjudged_and_says_so(tmp_path, 
                 _judged_fleet(tmp_path), "--target", "r470")
     assert done.returncode == 0 and "#SBATCH" in done.stdout
     assert "the stack was not judged on target r470: the registry has no image" in done.stderr
+    answer = json.loads(_cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/absent:1", "--fleet",
+                             _judged_fleet(tmp_path), "--target", "r470", "--json").stdout)
+    validate("export", answer)  # a job written for a stack nobody judged there is no ok
+    assert answer["verdict"] == "unverified" and answer["conflicts"] == []
+    assert answer["unchecked"][0]["message"].startswith("the stack was not judged on target r470")
     strict = _cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/absent:1", "--fleet",
                   _judged_fleet(tmp_path), "--target", "r470", "--strict")
     assert strict.returncode == 1 and "#SBATCH" not in strict.stdout
