@@ -363,6 +363,30 @@ def test_verify_fleet_does_not_run_a_target_the_expected_stack_conflicts_on(tmp_
     assert [t["status"] for t in json.loads((tmp_path / "f.json").read_text())["targets"]] == ["pass", "pass"]
 
 
+def test_verify_fleet_runs_an_unverified_target_and_says_what_was_not_checked(tmp_path, slurm_env):
+    """A compute capability no GPU in the table has: the kernels link is unchecked there. The
+    probe still runs (it is the check the matrices could not make), unless --strict."""
+    slurm = {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "runtime": "host", "mem": "200M",
+             "time": "00:05:00"}
+    fleet = tmp_path / "odd.yaml"
+    fleet.write_text(yaml.safe_dump({"targets": {"odd": {"gpu": "9.9", "driver": "550.54.15", "scheduler": slurm}}}))
+    done = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", str(fleet), "--expect", CUPY,
+                "--static", "--workdir", str(tmp_path / "work"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    validate("verify", report)
+    (odd,) = report["targets"]
+    assert (odd["status"], odd["resolve_verdict"]) == ("pass", "unverified")
+    assert [u["links"] for u in odd["resolve_unchecked"]] == [["gpu_arch"]]
+    assert "odd: the stack is unverified there: no GPU in the matrix has compute capability 9.9" in done.stderr
+    strict = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", str(fleet), "--expect", CUPY,
+                  "--static", "--strict", "--workdir", str(tmp_path / "strict"), "--json")
+    assert strict.returncode == 1
+    (odd,) = json.loads(strict.stdout)["targets"]
+    assert (odd["status"], odd["scheduler_job"]) == ("not_run", None)
+    assert odd["not_run_reason"].startswith("the stack could not be checked (--strict) on this target: no GPU")
+
+
 def test_the_labels_of_an_image_envbuild_built_judge_the_targets(tmp_path, slurm_env, docker_client, registry,
                                                                   base_image):
     """No spec given: the stack is the one the image records in its labels, as the Dockerfile

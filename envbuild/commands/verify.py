@@ -93,9 +93,9 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     targets = load_fleet(args.fleet).select(args.target)
-    skipped, verdicts = _judge_targets(args, targets)
+    skipped, verdicts, unchecked = _judge_targets(args, targets)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
-                          kube_context=args.kube_context, skipped=skipped, verdicts=verdicts)
+                          kube_context=args.kube_context, skipped=skipped, verdicts=verdicts, unchecked=unchecked)
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
@@ -107,14 +107,16 @@ def _run_fleet(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
-def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], dict[str, str]]:
-    """(target -> why it is not run, target -> the stack's verdict there): the stack is
+def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], dict[str, str], dict[str, list]]:
+    """(target -> why it is not run, target -> the stack's verdict there, target -> the links
+    not checked there, as `resolve --json` lists them): the stack is
     --expect SPEC, else the one the image's labels record. A target where it conflicts
     (or, with --strict, is unverified) is not run, unless --force."""
     from envbuild import say
     from envbuild.commands._spec import load_spec
     from envbuild.fleet.judge import image_spec, judge
     from envbuild.image_facts import read
+    from envbuild.model import to_jsonable
 
     if args.expect:
         spec, why = load_spec(args.expect, for_image=True), ""
@@ -122,7 +124,7 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
         spec, why = image_spec(args.image, targets[0].platform if targets else "linux-64")
     if spec is None:
         say.warning(f"the targets were not judged before running: {why}")
-        return {}, {}
+        return {}, {}, {}
     judged = judge(spec, targets, read_base=read)
     skipped = {}
     for name, j in judged.items():
@@ -132,7 +134,8 @@ def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], d
             say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
         elif j.verdict != "ok":
             say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
-    return skipped, {name: j.verdict for name, j in judged.items()}
+    return (skipped, {name: j.verdict for name, j in judged.items()},
+            {name: to_jsonable(j.resolution.unchecked) for name, j in judged.items()})
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:

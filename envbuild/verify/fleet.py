@@ -26,12 +26,14 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
                  timeout: float = 900, kube_context: str | None = None, progress=None,
-                 skipped: dict[str, str] | None = None, verdicts: dict[str, str] | None = None) -> dict[str, Any]:
+                 skipped: dict[str, str] | None = None, verdicts: dict[str, str] | None = None,
+                 unchecked: dict[str, list] | None = None) -> dict[str, Any]:
     """`skipped`: target name -> why it is not run (the stack's conflict there). `verdicts`:
-    target name -> the stack's verdict there (ok, unverified, conflict), for the report."""
+    target name -> the stack's verdict there (ok, unverified, conflict), and `unchecked`:
+    target name -> the links not checked there (as `resolve --json` lists them), for the report."""
     progress = progress or Progress(sys.stderr)
     skipped = skipped or {}
-    verdicts = verdicts or {}
+    verdicts, unchecked = verdicts or {}, unchecked or {}
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: dict[str, dict] = {}
@@ -74,7 +76,8 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
         entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
-                        "resolve_verdict": verdicts.get(t.name), "not_run_reason": reason,
+                        "resolve_verdict": verdicts.get(t.name), "resolve_unchecked": unchecked.get(t.name, []),
+                        "not_run_reason": reason,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
                         "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
                         "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k not in ("checks", "verdict")}})
