@@ -49,9 +49,11 @@ from envbuild.verify.summary import summary_text
 
 
 def resolve(spec: Spec) -> Resolution:
-    """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
+    """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts, or is
+    unverified under `strict`. An unverified resolution otherwise goes on (its report says
+    which links were not checked)."""
     resolution = run_resolver(spec, read_base=read)
-    if not resolution.ok:
+    if not resolution.usable:
         raise Unresolved(resolution)
     return resolution
 

@@ -3,6 +3,7 @@ matrix that checks GPU names, and this machine's driver and GPUs for --host."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,16 @@ from envbuild.model import Spec
 from envbuild.spec import cli_args
 
 
-def spec_from_args(args: argparse.Namespace) -> Spec:
-    return cli_args.spec_from_args(args, gpu_check=spec_gpu_check, host=host_target)
+def spec_from_args(args: argparse.Namespace, *, for_image: bool = False) -> Spec:
+    """`for_image`: the command builds or runs an image, so the stack is judged as an image
+    build whatever the spec names (model.Spec.for_image)."""
+    spec = cli_args.spec_from_args(args, gpu_check=spec_gpu_check, host=host_target)
+    return dataclasses.replace(spec, for_image=True) if for_image else spec
 
 
-def load_spec(path: str | Path) -> Spec:
-    return spec.load_spec(path, gpu_check=spec_gpu_check)
+def load_spec(path: str | Path, *, for_image: bool = False) -> Spec:
+    loaded = spec.load_spec(path, gpu_check=spec_gpu_check)
+    return dataclasses.replace(loaded, for_image=True) if for_image else loaded
 
 
 def host_target() -> tuple[str | None, list[str]]:

@@ -38,7 +38,7 @@ def run(args) -> int:
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
         packages = locked.base_summary(lockfiles.read_lock_dir(lock_dir, args.platform or resolution.resolved.platform))
     if args.json:
-        emit({"verdict": "ok", "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
+        emit({"verdict": resolution.verdict, "unchecked": resolution.unchecked, "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
               "base": {"reference": context.base_ref, "digest": context.base_digest},
               "installer": context.installer, "lock_dir": str(args.lock_dir) if args.lock_dir else None,
               "lock_files": lock_files, "spec_hash": resolution.spec.hash(),

@@ -21,15 +21,17 @@ from envbuild.lock.gpu import all_framework_packages
 from envbuild.model import to_jsonable
 from envbuild.report import render
 from envbuild.resolver import resolve
-from envbuild.spec.cli_args import add_spec_arguments
+from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 from envbuild.spec.validate import check_index_url
 from envbuild.urls import mask_text
+from envbuild.commands._build_inputs import say_unchecked
 
 HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
 
 
 def configure(parser) -> None:
     add_spec_arguments(parser, multi_platform=True)
+    add_judged_for_argument(parser)
     parser.add_argument("-o", "--output", dest="out_dir", default=".", metavar="DIR",
                         help="folder for the lockfiles (default: current folder)")
     parser.add_argument("--check", action="store_true",
@@ -51,13 +53,15 @@ def run(args) -> int:
     spec = spec_from_args(args)  # a repeated --platform names the lock's platforms
     resolution, others = resolve(spec, read_base=read), {}
     try:  # each further platform of the lock is locked from its own resolution
-        others = pipeline.platform_resolutions(spec, resolution) if resolution.ok else {}
+        others = pipeline.platform_resolutions(spec, resolution) if resolution.usable else {}
     except Unresolved as exc:
         resolution = exc.resolution  # a platform that does not resolve is the answer
     if args.check:
         return _check(spec, resolution, others, args)
-    if not resolution.ok:
+    if not resolution.usable:
         return _refuse(resolution, resolution.conflicts, "", args)
+
+    say_unchecked(resolution)
 
     try:
         result = lock(spec, resolution, None, args.out_dir, index_url=args.index_url,
@@ -70,7 +74,8 @@ def run(args) -> int:
         say.warning(note)
     if args.json:
         _print_json({
-            "verdict": "ok", "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
+            "verdict": resolution.verdict, "unchecked": to_jsonable(resolution.unchecked),
+            "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
             "resolved_hash": result.stamp.resolved_hash, "platforms": list(result.platforms),
             "files": [str(p) for p in result.files], "pip_hashed": result.pip_hashed, "notes": list(result.notes),
             "packages": {platform: [f"{p.name}={p.version}={p.build}" for p in packages]
@@ -115,11 +120,14 @@ def _check(spec, resolution, others, args) -> int:
 
 
 def _refuse(resolution, conflicts, raw: str, args) -> int:
+    # no conflict: an unverified stack, which --strict refuses
+    verdict = "conflict" if conflicts else resolution.verdict
     if args.json:
-        _print_json({"verdict": "conflict", "spec_hash": resolution.spec.hash(), "files": [],
-                     "conflicts": to_jsonable(tuple(conflicts)), **({"solver": raw} if args.verbose and raw else {})})
+        _print_json({"verdict": verdict, "spec_hash": resolution.spec.hash(), "files": [],
+                     "conflicts": to_jsonable(tuple(conflicts)), "unchecked": to_jsonable(resolution.unchecked),
+                     **({"solver": raw} if args.verbose and raw else {})})
         return 1
-    refused = dataclasses.replace(resolution, verdict="conflict", conflicts=tuple(conflicts))
+    refused = dataclasses.replace(resolution, verdict=verdict, conflicts=tuple(conflicts))
     print(mask_text(render(refused)))
     print("nothing was written")
     if args.verbose and raw:
