@@ -40,35 +40,41 @@ class Analysis:
     warnings: list[Problem] = field(default_factory=list)
     stack: ResolvedStack | None = None
     joint: bool = False  # a fleet's joint request: see `resolve`
+    image: bool = True  # False: the environment is installed on a host, not built on a base image
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None) -> Resolution:
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None,
+            image: bool = True) -> Resolution:
     """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
     skips the search for verified fixes, for a caller that shows none. `joint=True`: the
     spec is a fleet's joint request, the union of GPUs that sit on different hosts with
     their oldest driver; whether each host's driver drives its GPU is left to the targets.
     `read_base(ref, platform)` reads what a base image outside the catalog carries
-    (`envbuild.image_facts.read`); without it only the facts the spec states are known."""
+    (`envbuild.image_facts.read`); without it only the facts the spec states are known.
+    `image=False`: the environment is installed on a host (`envbuild env`), so no base
+    image is chosen and nothing is bound to an image's Python."""
     if matrices is None:
         from envbuild import matrix
 
         matrices = matrix.load()
-    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
+    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint,
+                    image=image)
 
 
-def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
+def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image: bool = True) -> Resolution:
     matrices = with_named_base(matrices, spec)  # a fix that names another base image
     ix = index(matrices)
-    a = analyse(spec, ix, joint)
+    a = analyse(spec, ix, joint, image)
     conflicts = []
     for p in a.problems:
         fixes = ()
         if with_fixes:
             from envbuild.resolver.fixes import fixes_for
 
-            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint)))
+            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint,
+                                                                          image=image)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
     warnings = tuple(Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in _dedupe(a.warnings))
     return Resolution(spec=spec, verdict="conflict" if conflicts else "ok", resolved=a.stack,
@@ -84,20 +90,20 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
-    a = _analyse(spec, ix, joint)
+def analyse(spec: Spec, ix: Index, joint: bool = False, image: bool = True) -> Analysis:
+    a = _analyse(spec, ix, joint, image)
     # A pip venv runs the base image's python3. When the newest builds need a Python that
     # no fitting image has, the newest builds for a Python an image does have win.
     retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
     if retry is not None and not spec.python:
         for py in retry.hints["base_pythons"]:
-            again = _analyse(spec.with_changes({"python": py}), ix, joint)
+            again = _analyse(spec.with_changes({"python": py}), ix, joint, image)
             if not again.problems:
                 return again
     return a
 
 
-def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
+def _analyse(spec: Spec, ix: Index, joint: bool = False, image: bool = True) -> Analysis:
     req = read_request(spec, ix)
     # A GPU on the wrong platform makes every build's own verdict moot: it is the one
     # conflict, so the builds are only selected (for the warnings about which rows judged
@@ -105,7 +111,7 @@ def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     moot = host_platform_problems(req)
     family_check = base_image.family_filter(req, ix)
     outcomes = [evaluate(name, c, local, req, ix, family_check, judge=not moot) for name, c, local in req.frameworks]
-    a = Analysis(req, ix, outcomes, joint=joint)
+    a = Analysis(req, ix, outcomes, joint=joint, image=image)
     for o in outcomes:
         a.problems += o.problems
         for p in (o.unknown, o.stand_in):
@@ -287,7 +293,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
     python = choice.python or req.python or DEFAULT_PYTHON
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
-    image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer)
+    image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer) if a.image else (None, [])
     if image is not None and not req.python and base_image.binds_python(image, choice.installer):
         if image.python:
             # The environment runs the image's own Python (a framework image's, or the python3
