@@ -56,10 +56,11 @@ def platform_resolutions(spec: Spec, resolution: Resolution) -> dict[str, Resolu
             for platform in spec.lock_platforms if platform != resolution.resolved.platform}
 
 
-def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False) -> Path:
+def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False,
+         index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), glibc: str | None = None) -> Path:
     """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
     when it is current, else a fresh lock written there (or under `scratch` when no folder
-    was named)."""
+    was named). The pip indexes and the target's glibc go to `envbuild.lock.api.lock`."""
     from envbuild.image_facts import read_local
     from envbuild.lock import api
     from envbuild.lock.check import check
@@ -74,7 +75,8 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if not quiet:
         say.note(f"locking into {target}")
     try:
-        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
+        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local,
+                 index_url=index_url, extra_index_urls=extra_index_urls, glibc=glibc)
     except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
