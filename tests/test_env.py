@@ -68,7 +68,8 @@ def channel(tmp_path_factory) -> Path:
 def conda_spec(folder: Path, channel: Path, packages=("torch-check",), name: str = "train") -> Path:
     spec = {"name": name, "frameworks": {"pytorch": "2.4.1"}, "python": "3.11",
             "target": {"driver": "550.54.15", "gpus": ["A100"], "platform": "linux-64"},
-            "installer": "conda", "channels": [channel.as_uri()], "packages": {"conda": list(packages)}}
+            "installer": "conda", "channels": [channel.as_uri()], "packages": {"conda": list(packages)},
+            "env": {"OMP_NUM_THREADS": "3"}}
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -191,8 +192,9 @@ def test_run_sources_the_activation_scripts_a_conda_prefix_ships(channel, tmp_pa
     scripts = prefix / "etc" / "conda" / "activate.d"
     scripts.mkdir(parents=True)
     (scripts / "cuda.sh").write_text('export ENVBUILD_TEST_ACTIVATED="$CONDA_PREFIX"\n')
-    run = ok(envbuild("run", spec, "--", "sh", "-c", 'echo "$ENVBUILD_TEST_ACTIVATED $CONDA_PREFIX"', cwd=tmp_path))
-    assert run.stdout.split() == [str(prefix), str(prefix)]
+    run = ok(envbuild("run", spec, "--", "sh", "-c", 'echo "$ENVBUILD_TEST_ACTIVATED $CONDA_PREFIX $OMP_NUM_THREADS"',
+                      cwd=tmp_path))
+    assert run.stdout.split() == [str(prefix), str(prefix), "3"]  # the spec's `env` too, as in the image
 
 
 # --- the request for this host --------------------------------------------------------------

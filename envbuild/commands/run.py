@@ -3,7 +3,8 @@ environment on this host. The environment is made current first, as `envbuild en
 (nothing to do, in well under a second, when it is); then envbuild replaces itself with
 CMD, so CMD's exit code, signals and terminal are the caller's.
 
-CMD runs with the environment activated: a venv's `bin` first on PATH and VIRTUAL_ENV set;
+CMD runs with the environment activated and the spec's `env` variables set (as the image
+sets them): a venv's `bin` first on PATH and VIRTUAL_ENV set;
 a conda prefix's `bin` first on PATH, CONDA_PREFIX set, and the activation scripts its
 packages ship (`etc/conda/activate.d/*.sh`) sourced by bash before CMD, as conda does.
 """
@@ -35,7 +36,7 @@ def run(args) -> int:
         raise UserError("no command to run", where="envbuild run",
                         hint="put it after `--`: envbuild run [SPEC] -- python -c 'import cupy'")
     result = make_env(args, warn_when_current=False)
-    env, argv = activated(result.prefix, result.record.get("installer"), command)
+    env, argv = activated(result.prefix, result.record.get("installer"), command, dict(result.request.spec.env))
     sys.stdout.flush()
     sys.stderr.flush()
     _before_exec()
@@ -54,13 +55,15 @@ def run(args) -> int:
     raise AssertionError("exec returned")
 
 
-def activated(prefix, installer: str | None, command: list[str]) -> tuple[dict[str, str], list[str]]:
-    """The environment and argv that run `command` in the environment at `prefix`."""
+def activated(prefix, installer: str | None, command: list[str],
+              variables: "dict[str, str] | None" = None) -> tuple[dict[str, str], list[str]]:
+    """The environment and argv that run `command` in the environment at `prefix`, with
+    the spec's `env` variables (as the image sets them)."""
     import os
     from pathlib import Path
 
     prefix = Path(os.path.abspath(prefix))
-    env = dict(os.environ)
+    env = {**os.environ, **(variables or {})}
     env["PATH"] = os.pathsep.join([str(prefix / "bin")] + [p for p in env.get("PATH", "").split(os.pathsep) if p])
     env.pop("PYTHONHOME", None)
     if installer == "conda":
