@@ -49,7 +49,10 @@ STAND_INS=(
 # Wheels the image builds install offline (the in-image conda installer and pip itself).
 WHEELS=("py-rattler==0.28.0" "pip")
 
-log() { printf 'services: %s\n' "$*" >&2; }
+PHASES_NAME=services
+# shellcheck source=scripts/phases.sh
+. "$ROOT/scripts/phases.sh"
+log() { say "$*"; }
 
 need_packages() {
   local missing=()
@@ -65,9 +68,10 @@ need_packages() {
   command -v chromium >/dev/null || missing+=(chromium)
   command -v fish >/dev/null || missing+=(fish)  # the fish completion is tested in fish itself
   if ((${#missing[@]})); then
-    log "installing ${missing[*]}"
-    apt-get update -qq >"$DIR/apt.log" 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >>"$DIR/apt.log" 2>&1
+    : >"$DIR/apt.log"
+    phase "apt-get update" "$DIR/apt.log" apt-get update -qq
+    phase "installing ${missing[*]} (apt)" "$DIR/apt.log" \
+      env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   fi
 }
 
@@ -138,12 +142,12 @@ rootfs_tarball() {
   local tmp=$DIR/base/rootfs.tmp
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  log "debootstrap $SUITE (about a minute, log: .services/base/debootstrap.log)"
-  debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$tmp" "$MIRROR" \
-    >"$DIR/base/debootstrap.log" 2>&1
+  : >"$DIR/base/debootstrap.log"
+  phase "debootstrap $SUITE (about a minute)" "$DIR/base/debootstrap.log" \
+    debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$tmp" "$MIRROR"
   # A stand-in base should be as small as the real ones: no apt caches or lists.
   rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/*.log
-  tar -C "$tmp" -cf "$tarball.tmp" .
+  phase "packing the rootfs" "$DIR/base/debootstrap.log" tar -C "$tmp" -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
   rm -rf "$tmp"
 }
@@ -160,16 +164,15 @@ stand_in_images() {
   if ! docker image inspect "$first" >/dev/null 2>&1; then
     mkdir -p "$DIR/base"
     rootfs_tarball
-    log "importing the stand-in base as $first"
-    docker import -c 'CMD ["/bin/bash"]' \
+    phase "importing the stand-in base as $first" "$DIR/import.log" \
+      docker import -c 'CMD ["/bin/bash"]' \
       -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      "$DIR/base/rootfs.tar" "$first" >/dev/null
+      "$DIR/base/rootfs.tar" "$first"
   fi
   for ref in "${STAND_INS[@]}"; do
     docker tag "$first" "$registry/$ref"
     if ! in_registry "$registry" "$ref"; then
-      log "pushing $registry/$ref"
-      docker push -q "$registry/$ref" >>"$DIR/push.log" 2>&1
+      phase "pushing $registry/$ref" "$DIR/push.log" docker push -q "$registry/$ref"
     fi
   done
 }
@@ -177,11 +180,12 @@ stand_in_images() {
 wheelhouse() {
   local marker=$DIR/wheelhouse/.complete
   [[ -f $marker ]] && return
-  log "downloading the installer wheels into .services/wheelhouse"
   mkdir -p "$DIR/wheelhouse"
-  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+  : >"$DIR/wheelhouse.log"
+  phase "downloading the installer wheels into .services/wheelhouse" "$DIR/wheelhouse.log" \
+    python3 -m pip download --disable-pip-version-check --progress-bar off --only-binary=:all: \
     --platform manylinux2014_x86_64 --python-version 3.11 --implementation cp \
-    -d "$DIR/wheelhouse" "${WHEELS[@]}" >"$DIR/wheelhouse.log" 2>&1
+    -d "$DIR/wheelhouse" "${WHEELS[@]}"
   touch "$marker"
 }
 

@@ -267,3 +267,18 @@ def test_the_cupy_recipe_installs_from_pypi_and_imports_the_locked_cupy(tmp_path
                       "import sys, cupy; print(cupy.__version__, sys.prefix)", cwd=tmp_path))
     assert run.stdout.split() == [locked["cupy-cuda12x"], str(prefix)]
     assert env_json(envbuild("env", spec, "--json", cwd=tmp_path))["action"] == "unchanged"
+
+
+@pytest.mark.network
+def test_pip_packages_of_a_conda_environment_get_scripts_that_name_its_python(channel, tmp_path):
+    """The lock's pip section goes into the conda prefix (from the real PyPI, hash-checked);
+    the console script pip writes names the final prefix's python, not the staging folder's."""
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text(yaml.safe_dump({"name": "mixed", "frameworks": {"pytorch": "2.4.1"}, "python": "3.11",
+                                    "target": {"driver": "550.54.15", "gpus": ["A100"]}, "installer": "conda",
+                                    "channels": [channel.as_uri()], "packages": {"pip": ["tqdm==4.67.1"]}}))
+    data = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
+    prefix = tmp_path / data["prefix"]
+    assert {"name": "tqdm", "version": "4.67.1", "manager": "pip"} in data["packages"]
+    assert (prefix / "bin" / "tqdm").read_text().startswith(f"#!{prefix}/bin/python\n")
+    assert ok(envbuild("run", spec, "--", "tqdm", "--version", cwd=tmp_path)).stdout.strip() == "4.67.1"
