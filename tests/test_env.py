@@ -135,6 +135,18 @@ def test_a_changed_spec_updates_the_environment_in_place(channel, tmp_path):
     assert no_staging_left(prefix)
 
 
+def test_two_envs_at_once_build_it_once(channel, tmp_path):
+    """The second run waits for the first (an flock beside the prefix), then finds the
+    environment current."""
+    spec = conda_spec(tmp_path, channel)
+    runs = [subprocess.Popen([ENVBUILD, "env", str(spec), "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    answers = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], answers
+    assert sorted(json.loads(out)["action"] for out, _ in answers) == ["created", "unchanged"]
+    assert no_staging_left(tmp_path / ".envbuild" / "envs" / "train")
+
+
 def test_a_failing_install_leaves_the_old_environment_working(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))

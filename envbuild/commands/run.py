@@ -22,6 +22,7 @@ def configure(parser) -> None:
     from envbuild.commands.env import add_env_arguments
 
     add_env_arguments(parser)
+    parser.usage = "envbuild run [SPEC.yaml] [spec flags] [--prefix DIR] [-q] -- CMD [ARG ...]"
 
 
 def run(args) -> int:
