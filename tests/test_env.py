@@ -186,6 +186,16 @@ def test_a_prefix_holding_files_envbuild_did_not_write_is_refused(channel, tmp_p
     assert proc.returncode == 2 and "is a symbolic link" in error_line(proc)
 
 
+def test_an_index_credential_is_never_written_into_the_environment(channel, tmp_path):
+    spec = conda_spec(tmp_path, channel)
+    proc = envbuild("env", spec, "--index-url", "https://ci:s3cret-token@mirror.example/simple", "--json",
+                    cwd=tmp_path)
+    prefix = tmp_path / env_json(proc)["prefix"]
+    assert "s3cret-token" not in proc.stdout + proc.stderr
+    assert not [p for p in prefix.rglob("*") if p.is_file() and not p.is_symlink() and b"s3cret-token" in p.read_bytes()]
+    assert "https://mirror.example/simple" in (prefix / ".envbuild" / "env.json").read_text()
+
+
 def test_run_passes_the_exit_code_through(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     ok(envbuild("env", spec, cwd=tmp_path))

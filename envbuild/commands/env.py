@@ -138,6 +138,8 @@ def summary(result, args) -> str:
     """What the environment is and how to use it (stdout)."""
     import shlex
 
+    from envbuild.hostenv import prefix as prefixes
+
     record, stack = result.record, result.resolution.resolved
     if result.action == "unchanged":
         head = f"environment {result.prefix} is up to date (lock sha256 {record.get('lock_sha256', '')[:12]}); nothing to do"
@@ -160,7 +162,7 @@ def summary(result, args) -> str:
         f"  Python {record.get('python')} ({record.get('installer')}), {record.get('platform')}, "
         f"glibc {record.get('glibc') or 'unknown'}, {len(versions)} locked packages",
         f"  target: driver {target.get('driver') or 'none'}, {gpus} ({where})",
-        f"  lock: {result.prefix / '.envbuild' / 'lock'}",
+        f"  lock: {result.prefix / prefixes.LOCK_DIR}",
         f"  run in it: envbuild run{spec_arg}{prefix_arg} -- python ...  (or: {_activate_hint(record, result.prefix)})",
     ]
     return "\n".join(lines)

@@ -44,7 +44,9 @@ def ensure(request: HostRequest, resolution: Resolution, prefix: Path, host: Hos
     start = time.monotonic()
     prefix = Path(prefix)
     prefixes.guard(prefix)
-    indexes = [u for u in (index_url, *extra_index_urls) if u]
+    from envbuild.urls import strip_credentials
+
+    indexes = [strip_credentials(u) for u in (index_url, *extra_index_urls) if u]  # recorded: no secret in it
     state = _state(prefix, request, resolution, host, indexes)
     if state == "current":
         return EnvResult(prefix, "unchanged", request, resolution, prefixes.read_marker(prefix),
