@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -264,7 +265,9 @@ def test_a_missing_python_names_the_one_needed_and_how_to_get_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PYTHON")}
     env.update(PATH=str(tmp_path / "empty"), UV_PYTHON_DOWNLOADS="never",
                UV_PYTHON_INSTALL_DIR=str(tmp_path / "uv-pythons"))
-    proc = envbuild("env", spec, cwd=tmp_path, env=env)
+    # envbuild by this interpreter's absolute path: a console script may be a shim that needs PATH
+    proc = subprocess.run([sys.executable, "-m", "envbuild", "env", str(spec)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 3
     line = error_line(proc)
     assert "the environment needs Python 3.12, and this host has none" in line
