@@ -223,14 +223,14 @@ def test_run_sources_the_activation_scripts_a_conda_prefix_ships(channel, tmp_pa
 # --- the request for this host --------------------------------------------------------------
 
 SPEC = Spec(name="train", driver="550.54.15", gpus=("A100",), platform="linux-aarch64", base="pytorch",
-            base_image="pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime")
+            base_image="pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime", base_facts=(("python", "3.11"),))
 
 
 def test_the_host_driver_and_gpus_replace_the_spec_target():
     host = Host(platform="linux-64", glibc="2.35", driver="580.65.06", gpus=("H100-80GB",))
     request = for_host(SPEC, host, target_from_flags=False)
     assert (request.spec.driver, request.spec.gpus, request.spec.platform) == ("580.65.06", ("H100-80GB",), "linux-64")
-    assert (request.spec.base, request.spec.base_image) == ("auto", None)  # no image on a host
+    assert (request.spec.base, request.spec.base_image, request.spec.base_facts) == ("auto", None, ())  # no image
     assert request.target_source == "host"
     assert any("replaced by this host's (driver 580.65.06, H100-80GB)" in n for n in request.notes)
     assert any("this environment is for this host's linux-64" in n for n in request.notes)
