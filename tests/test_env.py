@@ -109,6 +109,16 @@ def test_a_conda_environment_runs_its_own_python(channel, tmp_path):
     assert no_staging_left(prefix)
 
 
+def test_a_project_folder_environment_needs_no_spec_argument(channel, tmp_path):
+    """`envbuild.yaml` in the current folder is the spec; its environment is `default`."""
+    conda_spec(tmp_path, channel).rename(tmp_path / "envbuild.yaml")
+    data = env_json(envbuild("env", "--json", cwd=tmp_path))
+    prefix = tmp_path / ".envbuild" / "envs" / "default"
+    assert Path(tmp_path / data["prefix"]).resolve() == prefix
+    run = ok(envbuild("run", "--", "python", "-c", PRINT_TORCH, cwd=tmp_path))
+    assert run.stdout.split() == ["2.4.1", "12.4", str(prefix)]
+
+
 def test_a_second_env_with_an_unchanged_lock_does_nothing(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))

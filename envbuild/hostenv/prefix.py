@@ -41,11 +41,14 @@ DEFAULT_ROOT = ".envbuild/envs"  # beside the spec file
 
 
 def default_prefix(spec_source: str | None) -> Path:
-    """`.envbuild/envs/<spec file's stem>` beside the spec file (`default` for a request
-    made of flags alone, in the current folder)."""
+    """`.envbuild/envs/<spec file's stem>` beside the spec file; `default` for the spec a
+    folder is found by (`envbuild.yaml`) and for a request made of flags alone (in the
+    current folder)."""
+    from envbuild.spec.cli_args import SPEC_NAMES
+
     if spec_source and os.path.isfile(spec_source):
         spec = Path(spec_source)
-        return spec.parent / DEFAULT_ROOT / spec.stem
+        return spec.parent / DEFAULT_ROOT / ("default" if spec.name in SPEC_NAMES else spec.stem)
     return Path(DEFAULT_ROOT) / "default"
 
 
