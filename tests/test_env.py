@@ -10,6 +10,7 @@ environments come from the real PyPI (marked `network`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -241,6 +242,7 @@ def test_the_host_driver_and_gpus_replace_the_spec_target():
     request = for_host(SPEC, host, target_from_flags=False)
     assert (request.spec.driver, request.spec.gpus, request.spec.platform) == ("580.65.06", ("H100-80GB",), "linux-64")
     assert (request.spec.base, request.spec.base_image, request.spec.base_facts) == ("auto", None, ())  # no image
+    assert not dataclasses.replace(request.spec, image_repository="registry.example/train").image_build  # a host
     assert request.target_source == "host"
     assert any("replaced by this host's (driver 580.65.06, H100-80GB)" in n for n in request.notes)
     assert any("this environment is for this host's linux-64" in n for n in request.notes)

@@ -45,7 +45,8 @@ def for_host(spec: Spec, host: Host, *, target_from_flags: bool) -> HostRequest:
                                  f"{', '.join(BUILD_PLATFORMS)} only",
                                  hint="run `envbuild env` on the Linux machine that will run the environment")
     notes = []
-    changes: dict = {"platform": host.platform, "platforms": (), "base": "auto", "base_image": None, "base_facts": ()}
+    changes: dict = {"platform": host.platform, "platforms": (), "base": "auto", "base_image": None, "base_facts": (),
+                     "for_image": False}  # judged as a host, whatever image the spec names
     if host.platform not in spec.lock_platforms:
         notes.append(f"the spec is for {', '.join(spec.lock_platforms)}; this environment is for this host's "
                      f"{host.platform}")
