@@ -94,6 +94,7 @@ def test_a_conda_environment_runs_its_own_python(channel, tmp_path):
     data = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
     prefix = tmp_path / ".envbuild" / "envs" / "train"  # the default: beside the spec, named after it
     assert data["action"] == "created" and Path(data["prefix"]).resolve() == prefix
+    assert data["verdict"] in ("ok", "unverified") and (data["verdict"] == "ok") == (not data["unchecked"])
     assert data["installer"] == "conda" and data["python"] == "3.11.9" and data["interpreter"] is None
     assert {"name": "pytorch", "version": "2.4.1", "manager": "conda"} in data["packages"]
     assert data["lock"]["files"] == [".envbuild-lock.json", "conda-linux-64.lock", "conda-lock.yml"]
@@ -177,6 +178,20 @@ def test_a_failing_install_leaves_the_old_environment_working(channel, tmp_path)
     run = ok(envbuild("run", spec, "--", "torch-check", cwd=tmp_path))
     assert run.stdout.split() == ["2.4.1", "12.4", str(prefix)] and "installing" not in run.stderr
     assert no_staging_left(prefix)
+
+
+def test_an_unverified_stack_is_installed_with_a_warning_and_refused_under_strict(channel, tmp_path):
+    """A GPU the matrices do not know leaves its architecture unchecked: the environment is
+    made, saying what was not checked; --strict refuses it before anything is written."""
+    spec = conda_spec(tmp_path, channel)
+    strict = envbuild("env", spec, "--gpu", "Quantum 9000", "--strict", cwd=tmp_path)
+    assert strict.returncode == 1 and "Traceback" not in strict.stderr
+    assert not (tmp_path / ".envbuild" / "envs" / "train").exists()
+    proc = envbuild("env", spec, "--gpu", "Quantum 9000", "--json", cwd=tmp_path)
+    data = env_json(proc)
+    assert data["verdict"] == "unverified" and data["action"] == "created"
+    assert [item["links"] for item in data["unchecked"]] == [["gpu_arch"]]
+    assert "unverified (gpu_arch not checked)" in proc.stderr
 
 
 def test_a_prefix_holding_files_envbuild_did_not_write_is_refused(channel, tmp_path):

@@ -71,12 +71,15 @@ def make_env(args, *, warn_when_current: bool = True):
     request = for_host(spec, host, target_from_flags=target_from_flags)
     request, resolution = resolve_for_host(request, lambda: _host_python(prefix))
     def warn() -> None:
+        from envbuild.commands._build_inputs import say_unchecked
+
         for note in (*request.notes, *(w.message for w in resolution.warnings)):
             say.warning(note)
+        say_unchecked(resolution)
 
-    if warn_when_current or not resolution.ok:  # where the target came from explains a conflict too
+    if warn_when_current or not resolution.usable:  # where the target came from explains a conflict too
         warn()
-    if not resolution.ok:
+    if not resolution.usable:  # a conflict, or an unverified stack under --strict
         raise Unresolved(resolution)
     progress = Progress(sys.stderr, quiet=args.quiet)
     return ensure(request, resolution, prefix, host, progress=progress, index_url=args.index_url,
@@ -114,7 +117,8 @@ def to_json(result) -> dict:
     record, stack = result.record, result.resolution.resolved
     lock_dir = result.prefix / prefixes.LOCK_DIR
     return {
-        "verdict": "ok",
+        "verdict": result.resolution.verdict,
+        "unchecked": to_jsonable(result.resolution.unchecked),
         "action": result.action,
         "prefix": str(result.prefix),
         "installer": record.get("installer"),

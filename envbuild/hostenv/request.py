@@ -84,7 +84,7 @@ def resolve_for_host(request: HostRequest, host_python: Callable[[], "str | None
     from envbuild.versions import parse_version
 
     resolution = resolve(request.spec, image=False)
-    if not resolution.ok or resolution.resolved.installer != "pip" or request.spec.python:
+    if not resolution.usable or resolution.resolved.installer != "pip" or request.spec.python:
         return request, resolution
     version = host_python()
     if not version:
@@ -92,7 +92,7 @@ def resolve_for_host(request: HostRequest, host_python: Callable[[], "str | None
     python = major_minor(parse_version(version))
     pinned_spec = dataclasses.replace(request.spec, python=python)
     pinned = resolve(pinned_spec, image=False)
-    if pinned.ok:
+    if pinned.ok or (pinned.usable and not resolution.ok):  # never a verdict worse than the resolver's choice
         return dataclasses.replace(request, spec=pinned_spec), pinned
     why = pinned.conflicts[0].message if pinned.conflicts else "it does not resolve"
     note = (f"this host's Python {version} does not fit the stack ({why}); the environment gets Python "
