@@ -18,9 +18,16 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
+from envbuild import fields
 from envbuild.errors import UserError
 
 KINDS = ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte")
+# Keys every kind takes: how the CI pipelines `envbuild export github-actions|gitlab-ci`
+# writes reach a runner with the target's GPU.
+COMMON_KEYS = {
+    "runner_labels": (fields.runner_labels, "labels (GitHub Actions) or tags (GitLab CI) of the self-hosted CI "
+                                            "runners with this target's GPU, e.g. [self-hosted, gpu-a100]"),
+}
 
 
 def module(kind: str, where: str = "kind") -> ModuleType:
@@ -45,10 +52,11 @@ def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) 
     for key, value in config.items():
         if key == "kind":
             continue
-        if key not in mod.KEYS:
-            known = ", ".join(mod.KEYS) or "none"
+        keys = {**mod.KEYS, **COMMON_KEYS}
+        if key not in keys:
+            known = ", ".join(keys)
             raise UserError(f"unknown key {str(key)[:60]!r} for a {kind} scheduler", where=where(key), hint=f"known keys: {known}")
-        check, _ = mod.KEYS[key]
+        check, _ = keys[key]
         checked[key] = check(value, where(key))
     missing = [k for k in getattr(mod, "REQUIRED", ()) if k not in config]
     if missing:
