@@ -23,9 +23,17 @@ def resolve_spec(args):
     """The spec and its resolution (pipeline.resolve: a conflict raises Unresolved, which
     the CLI prints like `envbuild resolve` does, exit 1). Bad flags fail before any work."""
     from envbuild import pipeline
+    from envbuild.commands._spec import spec_from_args
+
+    check_build_flags(args)
+    spec = spec_from_args(args)
+    return spec, pipeline.resolve(spec)
+
+
+def check_build_flags(args) -> None:
+    """--registry-mirror, --wheelhouse and --lock-dir, before any work."""
     from envbuild.dockerfile.mirror import parse_mirror
     from envbuild.errors import UserError
-    from envbuild.commands._spec import spec_from_args
 
     if args.registry_mirror:
         parse_mirror(args.registry_mirror)
@@ -34,8 +42,6 @@ def resolve_spec(args):
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
-    spec = spec_from_args(args)
-    return spec, pipeline.resolve(spec)
 
 
 def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:
