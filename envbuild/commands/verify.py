@@ -8,7 +8,8 @@ HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5000/team/train:tag")
+    parser.add_argument("image", metavar="IMAGE", nargs="?",
+                        help="image reference, e.g. 127.0.0.1:5000/team/train:tag (or --manifest: each target's own)")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -26,9 +27,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
     fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
+    fleet.add_argument("--manifest", metavar="FILE",
+                       help="each target runs its own image, as `envbuild image --fleet` wrote them in FILE "
+                            "(fleet-images.json); without --fleet, the one --target's image is verified on this host")
 
 
 def run(args: argparse.Namespace) -> int:
+    from envbuild.errors import UserError
     from envbuild.verify import run_verify
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
@@ -36,9 +41,16 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from envbuild import html
 
-        html.check_target(args.html, inputs=(args.fleet, args.expect), others=(args.json, args.junit))
-    if args.fleet or args.target:
+        html.check_target(args.html, inputs=(args.fleet, args.expect, args.manifest), others=(args.json, args.junit))
+    if args.manifest and args.image:
+        raise UserError("give IMAGE or --manifest, not both", where="--manifest",
+                        hint="the manifest names each target's image")
+    if args.fleet or (args.target and not args.manifest):
         return _run_fleet(args)
+    if args.manifest:
+        args.image = _image_from_manifest(args)
+    if not args.image:
+        raise UserError("no image to verify", where="verify", hint="name the IMAGE, or --manifest FILE --target NAME")
 
     import sys
 
@@ -85,10 +97,20 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
-    fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
-    targets = load_fleet(args.fleet).select(args.target)
-    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
+    fleet = load_fleet(args.fleet)
+    targets = fleet.select(args.target)
+    if args.manifest:  # each target's own image, checked against the fleet as it is now
+        from envbuild.fleet.manifest import images_for
+
+        images = {name: e.image for name, e in images_for(args.manifest, targets, fleet.targets).items()}
+    elif args.image:
+        images = fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
+    else:
+        raise UserError("no image to verify", where="--fleet", hint="name the IMAGE, or --manifest fleet-images.json")
+    report = verify_fleet(images, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
                           kube_context=args.kube_context)
+    if args.manifest:
+        report["manifest"] = args.manifest
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
@@ -98,6 +120,24 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
         html.write(args.html, verify_page.render_fleet(report))
     return 0 if report["ok"] else 1
+
+
+def _image_from_manifest(args: argparse.Namespace) -> str:
+    """The image of the one --target in the manifest, verified here, on this host's GPUs (a
+    CI runner that carries the target's GPU)."""
+    from envbuild import fields
+    from envbuild.errors import UserError
+    from envbuild.fleet.manifest import read
+
+    if len(args.target) != 1:
+        raise UserError("--manifest without --fleet verifies one target on this host", where="--manifest",
+                        hint="name it with --target NAME, or pass --fleet FLEET.yaml to run every target's job")
+    name = fields.dns_label(args.target[0], "--target", "target name")
+    entries = read(args.manifest)
+    if name not in entries:
+        raise UserError(f"target {name} is not in the manifest", where=args.manifest,
+                        hint=f"targets there: {', '.join(entries) or 'none'}")
+    return entries[name].image
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:

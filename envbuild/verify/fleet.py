@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from envbuild.fleet import Target
 from envbuild.targets import module
@@ -22,15 +22,18 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
                gpus=1, static_probe=static)
 
 
-def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
+def verify_fleet(image: str | Mapping[str, str], targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
                  timeout: float = 900, kube_context: str | None = None, progress=None) -> dict[str, Any]:
+    """`image`: the one image every target runs, or each target's own (target name ->
+    image, from a fleet manifest)."""
     progress = progress or _progress_line
+    image_of = (lambda t: image[t.name]) if isinstance(image, Mapping) else (lambda t: image)
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: dict[str, dict] = {}
     by_kind: dict[str, list[Job]] = {}
     for t in targets:
-        by_kind.setdefault(t.kind, []).append(job_for(image, t, static=static))
+        by_kind.setdefault(t.kind, []).append(job_for(image_of(t), t, static=static))
     for kind, jobs in by_kind.items():
         mod = module(kind)
         if hasattr(mod, "submit"):
@@ -48,7 +51,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     _end_progress()
     entries = []
     for t in targets:
-        job = job_for(image, t, static=static)
+        job = job_for(image_of(t), t, static=static)
         r = results.get(job.name, {})
         probe = r.get("probe")
         checks = list(probe.get("checks", [])) if probe else []
@@ -62,12 +65,12 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
             checks = [{"name": "scheduler.job", "status": "fail", "required": True,
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
-        entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
+        entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "image": job.image, "status": status,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
                         "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
                         "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k != "checks"}})
     ok = all(e["status"] == "pass" for e in entries)
-    return {"image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
+    return {"image": None if isinstance(image, Mapping) else image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
             "summary": {s: sum(e["status"] == s for e in entries) for s in ("pass", "fail", "not_run")},
             "targets": entries}
 
