@@ -10,14 +10,22 @@ def configure(parser) -> None:
     from envbuild.spec.cli_args import add_spec_arguments
     from envbuild.targets import KINDS
 
-    parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}")
+    from envbuild.ci import CI_KINDS
+
+    parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}; or a CI pipeline that builds "
+                        f"and verifies a fleet's images: {', '.join(CI_KINDS)}")
     add_spec_arguments(parser)
     group = parser.add_argument_group("job")
     group.add_argument("--image", metavar="REF", help="image to run (default: the content tag `envbuild image` "
                        "gives the spec, pinned by digest when the registry has it)")
     group.add_argument("--repository", metavar="REGISTRY/NAME", help="with no --image: where `envbuild image` pushes (default: image.repository in the spec)")
     group.add_argument("--fleet", metavar="FLEET.yaml", help="fleet file the --target is read from")
-    group.add_argument("--target", metavar="NAME", help="target in the fleet: its GPU, MIG profile and scheduler settings")
+    group.add_argument("--target", action="append", default=[], metavar="NAME",
+                       help="target in the fleet: its GPU, MIG profile and scheduler settings (repeatable; "
+                            "default: every target, one job definition each)")
+    group.add_argument("--manifest", metavar="FILE",
+                       help="with --fleet: each target runs its own image by digest, as `envbuild image --fleet` "
+                            "wrote them in FILE (fleet-images.json)")
     group.add_argument("--name", metavar="NAME", help="job name (default: envbuild-<target> or envbuild-job)")
     group.add_argument("--command", metavar="CMD", help="the workload, run after the probe (default: the probe alone)")
     group.add_argument("--gpus", metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
@@ -25,7 +33,9 @@ def configure(parser) -> None:
                        help="time limit as sbatch takes it: 90 (minutes), 30:00, 02:00:00, 1-00:00:00 (default 01:00:00)")
     group.add_argument("--mem", default="16G", metavar="SIZE", help="host memory: 16G, 512M, or a number of GiB (default 16G)")
     group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
-    group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
+    group.add_argument("-o", "--output", metavar="FILE",
+                       help="write the definition to FILE (default: stdout); for several targets, a folder "
+                            "that gets one file per target")
     group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
     add_build_arguments(parser)
 
@@ -35,13 +45,21 @@ def run(args) -> int:
     import sys
 
     from envbuild import atomic, fields
+    from envbuild.ci import CI_KINDS
     from envbuild.errors import UserError
     from envbuild.targets import module
     from envbuild.targets.job import Job
 
+    if args.kind in CI_KINDS:
+        from envbuild.commands._export_ci import run_ci
+
+        return run_ci(args)
     mod = module(args.kind, "KIND")
-    if args.target and not args.fleet:
-        raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    for flag, on in (("--target", args.target), ("--manifest", args.manifest)):
+        if on and not args.fleet:
+            raise UserError(f"{flag} needs --fleet", where=flag, hint="pass --fleet FLEET.yaml")
+    if args.manifest and args.image:
+        raise UserError("give --image or --manifest, not both", where="--manifest", hint="the manifest names each target's image")
     # every flag checked here, by the same validators as the spec's and the fleet's fields
     gpus = fields.gpu_count(args.gpus, "--gpus") if args.gpus is not None else None
     time_limit_s = fields.slurm_time(args.time, "--time")
@@ -54,22 +72,22 @@ def run(args) -> int:
     if args.repository is not None:
         fields.image_ref(args.repository, "--repository", tag=False, what="repository")
     target = None
-    if args.fleet:
-        from envbuild.fleet import load_fleet
-
-        fleet = load_fleet(args.fleet)
-        if not args.target and len(fleet.targets) > 1:
-            raise UserError("the fleet has several targets", where="--fleet", hint=f"name one with --target: {', '.join(fleet.names())}")
-        target = fleet.select([args.target] if args.target else None)[0]
-        if target.kind != args.kind:  # the GPU still comes from the target; its scheduler keys do not apply
-            from dataclasses import replace
-
-            target = replace(target, scheduler={"kind": args.kind})
     spec = None
     if args.spec or args.framework or args.cuda:
         from envbuild.commands._spec import spec_from_args
 
         spec = spec_from_args(args)
+    if args.fleet:
+        from envbuild.fleet import load_fleet
+
+        fleet = load_fleet(args.fleet)
+        targets = fleet.select(args.target)
+        if len(targets) > 1 or args.manifest:  # one job definition per target, each with its own image
+            from envbuild.commands._export_fleet import run_per_target
+
+            settings = dict(gpus=gpus, time_limit_s=time_limit_s, memory_mib=memory_mib, command=command)
+            return run_per_target(args, mod, fleet, targets, spec, settings)
+        target = _for_kind(targets[0], args.kind)
     image = args.image
     if not image:
         if spec is None:
@@ -90,6 +108,16 @@ def run(args) -> int:
     else:
         print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
     return 0
+
+
+def _for_kind(target, kind: str):
+    """The target with its scheduler settings as a `kind` job takes them (the GPU always
+    comes from the target; another kind's keys do not apply, unless `kind` adopts them)."""
+    from dataclasses import replace
+
+    from envbuild.targets import scheduler_for
+
+    return target if target.kind == kind else replace(target, scheduler=scheduler_for(target.scheduler, kind))
 
 
 def _default_image(spec, args) -> str:

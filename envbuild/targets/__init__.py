@@ -10,6 +10,8 @@ Each module `envbuild/targets/<kind>.py` defines
     render(job)     -> the job definition text for a `Job`
 and, for kinds that `envbuild verify --fleet` can submit to,
     submit(jobs, workdir, progress) -> {target name: probe report dict}
+and, for kinds that can run on another kind's targets,
+    adopt(scheduler) -> the settings of this kind taken from another kind's scheduler
 A new scheduler is one new module here plus its name in KINDS.
 """
 from __future__ import annotations
@@ -65,3 +67,13 @@ def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) 
         mod.check(checked, where)
     return checked
 
+
+def scheduler_for(scheduler: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A target's scheduler settings as a job of `kind` takes them: its own when it is of
+    that kind; else what `kind` adopts from it (a module's optional `adopt(scheduler)`,
+    e.g. a Metaflow step on a Kubernetes target runs under @kubernetes in its namespace);
+    else none, as each kind's keys mean nothing to another."""
+    if scheduler.get("kind") == kind:
+        return dict(scheduler)
+    adopt = getattr(module(kind), "adopt", None)
+    return {"kind": kind, **(adopt(scheduler) if adopt else {})}
