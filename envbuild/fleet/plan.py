@@ -154,15 +154,15 @@ def _newness(res: Resolution) -> tuple:
             parse_version(s.python or "0"), repr(_key(res)))
 
 
-def _cover(serves: list[set[str]], need: set[str]) -> list[int]:
+def _cover(serves: list[set[str]], need: set[str], limit: int = SEARCH_LIMIT) -> list[int]:
     """Indexes into `serves` (newest first) of the fewest sets whose union is `need`: the
-    first such combination in order, else (past SEARCH_LIMIT tries) the greedy cover."""
+    first such combination in order, else (past `limit` tries) the greedy cover."""
     tries = 0
     useful = [i for i, s in enumerate(serves) if s & need]
     for size in range(1, len(useful) + 1):
         for combo in itertools.combinations(useful, size):
             tries += 1
-            if tries > SEARCH_LIMIT:
+            if tries > limit:
                 return _greedy(serves, need)
             if set().union(*(serves[i] for i in combo)) >= need:
                 return list(combo)
