@@ -10,7 +10,9 @@ partition on an old driver, H100 MIG slices that need CUDA 12), the plan is a co
 2. What each candidate serves: the spec pinned to it (framework versions, CUDA, Python,
    installer) and checked on every target with that target's driver, GPU, MIG floors and
    memory, through the same per-target resolves as `resolve --fleet` (one resolve per
-   distinct driver and GPU class, shared by all candidates).
+   distinct driver and GPU class, shared by all candidates). Answers already known are
+   not asked again: the joint stack was checked on every target, and a target whose own
+   resolve chose a stack runs it; with a single candidate nothing is left to ask.
 3. The cover. Candidates are ordered newest first (framework versions, then CUDA, then
    Python), and the smallest set of them that serves every coverable target is searched
    exactly, trying the sets of each size in that order, so the first cover found is the
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envbuild.fleet import Target
-from envbuild.fleet.resolve import Resolves, TargetResult, _pin, resolve_fleet
+from envbuild.fleet.resolve import Resolves, TargetResult, _pin, resolve_fleet, resolve_joint
 from envbuild.model import Resolution, Spec, to_jsonable
 from envbuild.versions import parse_version
 
@@ -106,39 +108,48 @@ def _plan_platform(spec: Spec, group: tuple[Target, ...], fleet: tuple[Target, .
     first = resolve_fleet(spec, group, joint_fixes=False, resolves=resolves, peers=fleet)
     joint = first.joint[0]
     candidates: dict[tuple, Resolution] = {}
-    if joint.ok:
-        candidates[_key(joint)] = joint
+    served: dict[tuple, dict[str, TargetResult]] = {}  # candidate -> the targets known to run it, with their check
+    known: dict[tuple, set[str]] = {}  # candidate -> the targets whose answer for it is known
     uncovered = []
+    if joint.ok:  # every target was checked with the joint stack pinned
+        key = _key(joint)
+        candidates[key] = joint
+        served[key] = {r.target.name: r for r in first.targets if r.verdict != "conflict"}
+        known[key] = {t.name for t in group}
     for r in first.targets:
         if joint.ok and r.verdict != "conflict":
-            continue  # the joint stack serves it
+            continue
+        # its own stack: already resolved alone when there was no joint one
         alone = r if not joint.ok else \
             resolve_fleet(spec, (r.target,), joint_fixes=False, resolves=resolves, peers=fleet).targets[0]
         if alone.verdict == "conflict":
             uncovered.append(alone)
-        else:
-            candidates.setdefault(_key(alone.resolution), alone.resolution)
-    coverable = [t for t in group if t.name not in {u.target.name for u in uncovered}]
+            continue
+        key = _key(alone.resolution)
+        candidates.setdefault(key, alone.resolution)
+        served.setdefault(key, {})[r.target.name] = alone
+        known.setdefault(key, set()).add(r.target.name)
+    coverable = [t for t in group if any(t.name in s for s in served.values())]
     if not coverable:
         return [], uncovered
-    order = sorted(candidates.values(), key=_newness, reverse=True)
-    serves = []
-    for stack in order:
-        checked = resolve_fleet(_pin(spec, stack), tuple(coverable), joint_fixes=False, resolves=resolves, peers=fleet)
-        serves.append({r.target.name for r in checked.targets if r.verdict != "conflict"})
-    served_by_any = set().union(*serves)
-    uncovered += [r for r in first.targets if r.target.name not in served_by_any
-                  and r.target.name not in {u.target.name for u in uncovered}]  # its own stack, pinned, fails it
-    coverable = [t for t in coverable if t.name in served_by_any]
+    order = sorted(candidates, key=lambda k: _newness(candidates[k]), reverse=True)
+    if len(order) > 1:  # each stack checked on the targets whose answer for it is not known yet
+        for key in order:
+            rest = tuple(t for t in coverable if t.name not in known[key])
+            if rest:
+                checked = resolve_fleet(_pin(spec, candidates[key]), rest, joint_fixes=False, resolves=resolves,
+                                        peers=fleet)
+                served[key].update({r.target.name: r for r in checked.targets if r.verdict != "conflict"})
+    serves = [set(served[key]) for key in order]
     chosen = _cover(serves, {t.name for t in coverable})
     images, left = [], list(coverable)
     for index in chosen:  # newest first: a target served by several chosen stacks takes the newest
         mine = tuple(t for t in left if t.name in serves[index])
         left = [t for t in left if t.name not in serves[index]]
-        if not mine:
-            continue
-        own = resolve_fleet(_pin(spec, order[index]), mine, joint_fixes=False, resolves=resolves, peers=fleet)
-        images.append((own.joint[0] if own.joint[0].ok else order[index], own.targets))
+        if mine:
+            stack = candidates[order[index]]
+            own = resolve_joint(_pin(spec, stack), mine, resolves)  # what the image is locked and built for
+            images.append((own if own.ok else stack, [served[order[index]][t.name] for t in mine]))
     return images, uncovered
 
 

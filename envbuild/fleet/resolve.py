@@ -142,6 +142,14 @@ class Resolves:
         return found
 
 
+def resolve_joint(spec: Spec, group: tuple[Target, ...], resolves: Resolves) -> Resolution:
+    """The joint resolution of `group` alone (one platform): `spec` over the union of their
+    GPUs with their oldest driver, without fixes, from the shared memo."""
+    joint_spec = _joint_spec(spec, list(group))
+    return resolves.cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec,
+                           False, joint=True)
+
+
 def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, resolves: Resolves,
                    peers: tuple[Target, ...]) -> FleetResolution:
     m, cached = resolves.m, resolves.cached
