@@ -163,6 +163,14 @@ def test_the_ci_pipelines_shell_lines_run_as_written(work, built, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     written = json.loads((run / "fleet-images.json").read_text())["targets"]
     assert written == {"v100": built["manifest"]["targets"]["v100"]}
+    # the verify job's line, on this runner: the manifest's image for the target, reports kept
+    step = next(s for s in flow["jobs"]["verify"]["steps"] if s.get("name", "").startswith("Verify"))
+    done = subprocess.run(["bash", "-c", step["run"] + " --no-perf"], cwd=run, env=dict(env, TARGET="v100"),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr  # 1: no GPU on this host
+    report = json.loads((run / "envbuild-verify-v100.json").read_text())
+    assert report["image"] == written["v100"]["image"]
+    assert ET.parse(run / "envbuild-verify-v100.xml").getroot().find(".//testcase") is not None
 
 
 def test_one_failed_image_leaves_the_other_pushed_and_names_the_targets_it_lost(work, docker_client, tmp_path):
