@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from lock_channels import build_package
+from lock_channels import PYTORCH_CU124_PACKAGES, build_package
 
 VERSION = "2.5.1"
 CUDAS = {"11.8": ("11.8.89", "cuda-cudart >=11.8,<12.0"), "12.4": ("12.4.127", "cuda-cudart >=12.4,<12.5")}
@@ -28,12 +28,8 @@ def packages() -> list[tuple]:
     rows = [
         ("pytorch", VERSION, "py3.11_cpu_0", "linux-64", ["python >=3.11,<3.12.0a0", "pytorch-mutex 1.0 cpu"], [],
          _torch(None)),
-        ("python", "3.11.9", "h955ad1f_0", "linux-64", [], [],
-         {"pyvenv.cfg": "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11\n",
-          "lib/python3.11/site-packages/README.txt": "site-packages of the environment\n"},
-         {"bin/python3": "/usr/bin/python3", "bin/python": "python3"}),
-        ("pytorch-mutex", "1.0", "cuda", "noarch", [], []),
-        ("pytorch-mutex", "1.0", "cpu", "noarch", [], []),
+        # the python venv over the base's python3, and the mutexes, as the PyTorch 2.4.1 channel has them
+        *(row for row in PYTORCH_CU124_PACKAGES if row[0] in ("python", "pytorch-mutex")),
     ]
     for cuda, (cudart, dep) in CUDAS.items():
         tag = cuda.replace(".", "")

@@ -6,7 +6,6 @@ runs are in test_fleet_build.py."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -25,6 +24,7 @@ from envbuild.fleet import load_fleet, manifest
 from envbuild.fleet.plan import _cover, plan_fleet
 from envbuild.spec import spec_from_mapping
 from test_ci_output import validate
+from test_export import flyte_module
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "127.0.0.1:5555/team/train"
@@ -277,13 +277,7 @@ def test_the_plan_drives_one_job_per_target_for_each_seed_system(tmp_path):
                 "--target", "a100")
     assert done.returncode == 0, done.stderr
     for name in ("v100", "a100"):
-        module_spec = importlib.util.spec_from_file_location(f"envbuild_flyte_{name}", out["flyte"] / f"envbuild-{name}.py")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module  # flytekit names a task by its module, as an import would
-        try:
-            module_spec.loader.exec_module(module)
-        finally:
-            sys.modules.pop(module_spec.name, None)
+        module = flyte_module(out["flyte"] / f"envbuild-{name}.py", f"envbuild_flyte_{name}")
         assert getattr(module, f"envbuild_{name}").container_image == image[name]
 
 
