@@ -52,7 +52,7 @@ def grid(m: Any, framework: str, rows: list, gpus: list[dict[str, Any]],
         row["runs"] = {str(cc): _runs(row["archs"], row["cuda"], cc, ix) for cc in ccs}
     archs = [{"sm": f"sm_{cc.sm}", "compute_capability": str(cc),
               "gpus": [g["name"] for g in gpus if g.get("compute_capability") == str(cc)]} for cc in sorted(columns)]
-    return {"query": "grid", "matrix_version": m.version, "framework": framework, "filters": dict(filters or {}),
+    return {"verdict": "ok", "query": "grid", "matrix_version": m.version, "framework": framework, "filters": dict(filters or {}),
             "archs": archs, "gpus": gpus, "rows": list(grouped.values())}
 
 

@@ -63,6 +63,7 @@ need_packages() {
   command -v podman >/dev/null || missing+=(podman)
   # the page tests look at envbuild's HTML pages in a real browser, headless
   command -v chromium >/dev/null || missing+=(chromium)
+  command -v fish >/dev/null || missing+=(fish)  # the fish completion is tested in fish itself
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq >"$DIR/apt.log" 2>&1

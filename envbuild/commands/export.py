@@ -44,8 +44,9 @@ def run(args) -> int:
     import json
     import sys
 
-    from envbuild import atomic, fields
+    from envbuild import atomic, fields, say
     from envbuild.ci import CI_KINDS
+    from envbuild.commands._build_inputs import check_build_inputs
     from envbuild.errors import UserError
     from envbuild.targets import module
     from envbuild.targets.job import Job
@@ -55,6 +56,7 @@ def run(args) -> int:
 
         return run_ci(args)
     mod = module(args.kind, "KIND")
+    check_build_inputs(args)
     for flag, on in (("--target", args.target), ("--manifest", args.manifest)):
         if on and not args.fleet:
             raise UserError(f"{flag} needs --fleet", where=flag, hint="pass --fleet FLEET.yaml")
@@ -73,6 +75,10 @@ def run(args) -> int:
         fields.image_ref(args.repository, "--repository", tag=False, what="repository")
     target = None
     spec = None
+    if args.spec is None:
+        from envbuild.spec.cli_args import discover_spec
+
+        args.spec = discover_spec()
     if args.spec or args.framework or args.cuda:
         from envbuild.commands._spec import spec_from_args
 
@@ -101,12 +107,12 @@ def run(args) -> int:
     if args.output:
         atomic.write_text(args.output, text)
     if args.json:
-        print(json.dumps({"kind": args.kind, "image": image, "target": target.name if target else None,
+        print(json.dumps({"verdict": "ok", "kind": args.kind, "image": image, "target": target.name if target else None,
                           "file": args.output, "definition": text}, indent=2))
     elif not args.output:
         sys.stdout.write(text)
     else:
-        print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
+        say.note(f"wrote {args.kind} job definition to {args.output}")
     return 0
 
 

@@ -75,20 +75,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="simple index to read (default: PIP_INDEX_URL, pip's config, else https://pypi.org/simple)")
     p.add_argument("--data", metavar="DIR", help="matrices folder to compare and write (default: the bundled one)")
     p.add_argument("--diff", metavar="FILE", help="write the dated diff here (default: wheels.diff next to the data)")
+    p.add_argument("--lock-proof", action="store_true",
+                   help="instead, lock each pip build's requirement with uv (newest release of each series, every "
+                        "platform and Python it has wheels for) and rebuild matrices/lockable.yaml")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="with --lock-proof: about N cases spread over the frameworks, compared with the committed "
+                        "table (nothing is written)")
+    p.add_argument("--every-release", action="store_true", help="with --lock-proof: every release, not the newest of each series")
+    p.add_argument("--workers", type=int, default=4, metavar="N", help="with --lock-proof: locks run at once (default 4)")
 
 
 def run(args: argparse.Namespace) -> int:
     from envbuild import matrix
 
     if args.topic == "refresh":
-        return _refresh(args)
+        return _lock_proof(args) if args.lock_proof else _refresh(args)
     if args.topic == "grid":
         return _grid(args)
     m = matrix.load()
     handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
     data, lines = handler(m, args)
     if args.json:
-        json.dump({"query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2, default=_jsonable)
+        json.dump({"verdict": "ok", "query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2,
+                  default=_jsonable)
         sys.stdout.write("\n")
     else:
         print("\n".join(lines))
@@ -526,3 +535,78 @@ def _refresh(args) -> int:
         raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
                                  where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
     return 1 if args.check and disagree else 0
+
+
+def _lock_proof(args) -> int:
+    """Lock every pip build's requirement (or a sample) and write matrices/lockable.yaml, or
+    with --sample / --check compare the answers with the committed table."""
+    import datetime
+    import time
+    from pathlib import Path
+
+    from envbuild import atomic, matrix
+    from envbuild.lock import proof
+    from envbuild.paths import MATRICES_DIR
+    from envbuild.versions import parse_version
+
+    if args.workers < 1 or (args.sample is not None and args.sample < 1):
+        raise UserError("--workers and --sample take a count of 1 or more", where="matrix refresh")
+    directory = Path(args.data) if args.data else MATRICES_DIR
+    if not (directory / "pytorch.yaml").is_file():
+        raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
+    m = matrix.load_from(directory, use_cache=False)
+    today = datetime.date.today().isoformat()
+    every = proof.cases(m, every_release=args.every_release)
+    if args.sample:  # cases the committed table answers, so that each one sampled is compared
+        known = {(r.requirement, r.index, r.platform, p) for r in m.lock_proofs for p in r.pythons.split()}
+        every = [c for c in every if (c.requirement, c.index, c.platform, c.python) in known]
+    chosen = proof.sample(every, args.sample) if args.sample else every
+    glibc = max((row.glibc for row in m.target_glibc), key=parse_version)
+    started = time.perf_counter()
+    done = [0]
+
+    def progress(case, answer):
+        done[0] += 1
+        if done[0] % 25 == 0:
+            print(f"envbuild: lock proof: {done[0]} locked ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    cache = proof.Cache(args.cache)
+    kept = sum(1 for c in chosen if (found := cache.get(c)) is not None and found.lockable is not None)
+    answers = proof.sweep(chosen, cache, glibc=glibc, today=today, offline=args.offline, workers=args.workers,
+                          progress=progress)
+    seconds = time.perf_counter() - started
+    head = [f"# envbuild matrix refresh --lock-proof {today}: {proof.PYPI}, glibc {glibc}",
+            f"# {len(chosen)} of {len(every)} cases ({kept} answered from the cache), {seconds:.0f} s"]
+    differ = _proof_differences(m, answers) if m.lock_proofs else []  # a first sweep has nothing to differ from
+    lines = head + proof.summary(answers) + [f"differs        {line}" for line in differ]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.sample or args.check:
+        return 1 if args.check and differ else 0
+    try:
+        atomic.write_text(directory / "lockable.yaml", proof.render(proof.rows(answers)))
+        atomic.write_text(Path(args.diff) if args.diff else directory / "lockable.diff", text)
+    except OSError as exc:
+        from envbuild.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
+                                 where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
+    return 0
+
+
+def _proof_differences(m, answers) -> list[str]:
+    """Cases whose answer is not what the committed table says (a case it lacks included)."""
+    committed = {}
+    for r in m.lock_proofs:
+        for python in r.pythons.split():
+            committed[(r.requirement, r.index, r.platform, python)] = r.lockable
+    out = []
+    for case, answer in answers.items():
+        if answer.lockable is None:
+            continue
+        was = committed.get((case.requirement, case.index, case.platform, case.python))
+        if was != answer.lockable:
+            now = "locks" if answer.lockable else f"does not lock ({answer.why})"
+            out.append(f"{case.requirement} on {case.platform}, Python {case.python}: {now}; the table says "
+                       + ("nothing" if was is None else "it locks" if was else "it does not"))
+    return sorted(out)

@@ -9,7 +9,7 @@ HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE", nargs="?",
-                        help="image reference, e.g. 127.0.0.1:5000/team/train:tag (or --manifest: each target's own)")
+                        help="image reference, e.g. 127.0.0.1:5555/team/train:tag (or --manifest: each target's own)")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -20,12 +20,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expect", metavar="SPEC", help="spec file the image should satisfy (resolved for comparison)")
     parser.add_argument("--no-perf", action="store_true", help="skip the bandwidth and GEMM measurements")
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the probe (default 900)")
+    parser.add_argument("--static", action="store_true",
+                        help="only the probe's checks that need no GPU (the library builds, their CUDA variant and "
+                             "architectures, the image's CUDA): for a host or a node without one")
     fleet = parser.add_argument_group("fleet (run the probe on every target through its scheduler; docs/fleets.md)")
     fleet.add_argument("--fleet", metavar="FLEET.yaml", help="submit the probe to every target of this fleet file")
     fleet.add_argument("--target", action="append", default=[], metavar="NAME", help="only these targets (repeatable)")
     fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
-    fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
     fleet.add_argument("--manifest", metavar="FILE",
                        help="each target runs its own image, as `envbuild image --fleet` wrote them in FILE "
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_verify(args.image, gpus=args.gpus, expect=_expected(args.expect) if args.expect else None,
                         facts=pipeline.probe_facts(), timeout=args.timeout, perf=not args.no_perf,
-                        progress=Progress(sys.stderr))
+                        progress=Progress(sys.stderr), static=args.static)
     data = report.to_json()
     _answer(args, data, lambda: summary_text(report))
     if args.junit:

@@ -182,12 +182,13 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
                             where=f"--wheelhouse {wheelhouse}",
                             hint="fill it from the same lock with `envbuild wheelhouse SPEC --lock-dir LOCK -o DIR`")
     installed = tuple(locked.installed_versions(lock, tuple(f.name for f in stack.frameworks)).items())
+    cuda = locked.installed_cuda(lock, stack.cuda)
     # --- end locked files ---
     base = base or catalog_base(resolution)
     base_ref, digest = base.ref, base.digest
     dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
                                                   pip_wheel=has_pip_wheel(wheelhouse), installed=installed,
-                                                  facts=facts))
+                                                  cuda=cuda, facts=facts))
     extra = {}
     if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)
         extra.update(_base_record(lock_dir, digest))

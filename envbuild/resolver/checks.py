@@ -124,7 +124,8 @@ def _platform_cached(b: Build, req: Request, ix: Index) -> tuple[list[Problem], 
 def _platform_links(b: Build, req: Request, ix: Index) -> tuple[list[Problem], list[Problem]]:
     """(the platform link, the Python and wheel links), which read the platform and Python."""
     placed = platform(b, req, ix)
-    rest = python(b, req)
+    proof = lock_proof(b, req, ix)
+    rest = proof or python(b, req)  # a Python that does not lock is not also reported as missing
     if not any(p.kind == "platform_unsupported" for p in placed + rest):
         rest += wheel_platform(b, req)
     return placed, rest
@@ -215,6 +216,8 @@ def python(b: Build, req: Request) -> list[Problem]:
         return [Problem("unknown_fact", f"the matrix has no Python range for {b.label}", soft=True, framework=b.framework)]
     if req.python in pythons:
         return []
+    # named: the Pythons published there (those the lock proof found to fail too, when no other is left)
+    pythons = pythons or b.published_pythons(req.platform)
     if b.wheels is not None and b.wheels.pythons(req.platform):
         # the artefacts decide: name the newest Python that has a wheel
         newest = ordered_versions(pythons)[-1]
@@ -229,6 +232,32 @@ def python(b: Build, req: Request) -> list[Problem]:
                     f"Python {req.python}, so Python or the {b.framework} version must move",
                     (fact(f"{b.framework} {b.version}: python {b.python_text}", b.row),), framework=b.framework,
                     hints={"pythons": pythons})]
+
+
+def lock_proof(b: Build, req: Request, ix: Index) -> list[Problem]:
+    """The lock proof found that the build's pip requirement does not lock on the platform:
+    for any Python, or for the one the request pins (matrices/lockable.yaml)."""
+    refused = b.unlockable.get(req.platform)
+    if not refused:
+        return []
+    if req.python is not None and req.python not in refused:
+        return []
+    remaining = b.pythons_on(req.platform)
+    if req.python is None and remaining:
+        return []  # completion chooses among the Pythons not found to fail
+    rows = [r for r in b.lock_proof if r.platform == req.platform and not r.lockable]
+    row = next(r for r in rows if req.python is None or req.python in r.pythons.split())
+    locks = frozenset(remaining or ())
+    from envbuild.resolver.lockable import locking_releases
+
+    what = f"Python {req.python}" if req.python else f"Python {_py_range(refused)}"
+    others = [v for v in locking_releases(ix.m, b.framework, req.platform, b.version) if v != b.version]
+    moves = f"Python ({_py_range(locks)} has wheels and is not found to fail) or " if locks else ""
+    return [Problem("not_lockable",
+                    f"{row.requirement} does not lock on {req.platform} for {what}: {row.why}; so {moves}the "
+                    f"{b.framework} version must move" + (f" ({b.framework} {', '.join(others)} lock there)" if others else ""),
+                    (fact(f"lock proof {row.read}: {row.requirement} on {row.platform}, Python {row.pythons}: does not lock",
+                          row),), framework=b.framework, hints={"pythons": locks} if locks else {})]
 
 
 def wheel_platform(b: Build, req: Request) -> list[Problem]:
