@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import yaml
 
 import fleet_support
 from envbuild.cli import main
+from test_ci_output import validate
 
 REPO = "127.0.0.1:5555/team/train"
 CHECK = shutil.which("check-jsonschema")
@@ -51,6 +53,17 @@ def test_the_pipeline_passes_the_ci_systems_own_schema(repo, kind):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok -- validation done" in done.stdout
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_the_json_answer_names_each_targets_plan_item(repo, kind):
+    done = _cli("export", kind, "spec.yaml", "--fleet", "fleet.yaml", "-o", f"{kind}-json.yml", "--json", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    validate("export", answer)
+    assert answer["verdict"] == "ok" and answer["kind"] == kind and answer["images"] == 2
+    assert answer["targets"] == {"v100": 2, "a100": 1, "h100-mig": 1} and answer["uncovered"] == []
+    assert answer["definition"] == (repo / f"{kind}-json.yml").read_text()
 
 
 def _shell_lines(data) -> list[str]:

@@ -259,6 +259,13 @@ def test_the_plan_drives_one_job_per_target_for_each_seed_system(tmp_path):
         assert not ParamValidator().validate(body, shape).has_errors()
         props = body.get("containerProperties") or body["eksProperties"]["podProperties"]["containers"][0]
         assert props["image"] == image[name]
+    # the JSON answer: one entry per target, each with its own image
+    done = _cli("export", "k8s", "--fleet", fleet, "--manifest", path, "-o", tmp_path / "k8s", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    validate("export", answer)
+    assert answer["verdict"] == "ok" and answer["uncovered"] == []
+    assert {j["target"]: j["image"] for j in answer["jobs"]} == image
     # metaflow: @batch on the Batch target's queue, @kubernetes in the namespace of the Kubernetes ones
     env = dict(os.environ, USERNAME="envbuild-test", METAFLOW_DATASTORE_SYSROOT_S3="s3://example-bucket/metaflow",
                METAFLOW_HOME=str(tmp_path / "mfhome"))

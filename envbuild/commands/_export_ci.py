@@ -12,7 +12,7 @@ from envbuild.errors import UserError
 
 
 def run_ci(args) -> int:
-    from envbuild import __version__, atomic
+    from envbuild import __version__, atomic, say
     from envbuild.ci import Pipeline, VerifyJob, mirror, render, repo_path
     from envbuild.commands._spec import spec_from_args
     from envbuild.dockerfile.reference import parse
@@ -78,8 +78,7 @@ def run_ci(args) -> int:
     text = render(kind, pipeline)
     if args.output:
         atomic.write_text(args.output, text)
-        print(f"envbuild: wrote the {kind} pipeline ({len(plan.images)} image(s), {len(verify)} target(s)) "
-              f"to {args.output}", file=sys.stderr)
+        say.note(f"wrote the {kind} pipeline ({len(plan.images)} image(s), {len(verify)} target(s)) to {args.output}")
     if args.json:
         import json
 
@@ -90,5 +89,5 @@ def run_ci(args) -> int:
         sys.stdout.write(text)
     for r in plan.uncovered:
         reason = r.conflicts[0].message if r.conflicts else "no stack serves it"
-        print(f"envbuild: no job for target {r.target.name}: no stack of the spec serves it: {reason}", file=sys.stderr)
+        say.warning(f"no job for target {r.target.name}: no stack of the spec serves it: {reason}")
     return 1 if plan.uncovered else 0

@@ -11,7 +11,6 @@ others are written).
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from envbuild.errors import UserError
 
 
 def run_per_target(args, mod, fleet, targets, spec, settings: dict) -> int:
-    from envbuild import atomic, fields
+    from envbuild import atomic, fields, say
     from envbuild.commands.export import _for_kind
     from envbuild.targets.job import Job
 
@@ -56,11 +55,10 @@ def run_per_target(args, mod, fleet, targets, spec, settings: dict) -> int:
                                         for r in uncovered]}, indent=2))
     else:
         for entry in written:
-            print(f"envbuild: wrote {args.kind} job definition for {entry['target']} to {entry['file']}",
-                  file=sys.stderr)
+            say.note(f"wrote {args.kind} job definition for {entry['target']} to {entry['file']}")
     for r in uncovered:
         reason = r.conflicts[0].message if r.conflicts else "no stack serves it"
-        print(f"envbuild: no job for target {r.target.name}: no stack of the spec serves it: {reason}", file=sys.stderr)
+        say.warning(f"no job for target {r.target.name}: no stack of the spec serves it: {reason}")
     return 1 if uncovered else 0
 
 
