@@ -51,7 +51,7 @@ def run_ci(args) -> int:
     if args.pin_digests:
         flags.append("--pin-digests")
 
-    spec = spec_from_args(args)
+    spec = spec_from_args(args, for_image=True)  # the plan is of images
     repository = args.repository or spec.image_repository
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",

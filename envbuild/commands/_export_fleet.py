@@ -19,7 +19,7 @@ from envbuild.errors import UserError
 
 def run_per_target(args, mod, fleet, targets, spec, settings: dict) -> int:
     from envbuild import atomic, fields, say
-    from envbuild.commands.export import _for_kind
+    from envbuild.commands.export import _for_kind, _judge_target
     from envbuild.targets.job import Job
 
     if not args.output:
@@ -33,10 +33,13 @@ def run_per_target(args, mod, fleet, targets, spec, settings: dict) -> int:
         raise UserError("its parent folder does not exist", where=f"-o {folder}", hint="create it first")
     images, uncovered = _images(args, fleet, targets, spec)
     gpus = settings["gpus"] or (spec.gpu_count if spec and spec.gpu_count else None) or 1
-    jobs = []
+    jobs, judged = [], {}
     for t in targets:
         if t.name not in images:
             continue
+        # the stack on the target, as a one-target export judges it (the spec, else the
+        # labels of the target's image); a conflict writes nothing unless --force
+        judged[t.name] = _judge_target(spec, t, args, image=images[t.name])
         name = fields.dns_label(f"{args.name or 'envbuild'}-{t.name}"[:63].rstrip("-"), "--name", "job name")
         jobs.append(Job(name=name, image=images[t.name], target=_for_kind(t, args.kind), gpus=gpus,
                         time_limit_s=settings["time_limit_s"], memory_mib=settings["memory_mib"],
@@ -47,10 +50,13 @@ def run_per_target(args, mod, fleet, targets, spec, settings: dict) -> int:
     for job, text in texts:
         path = folder / f"{job.name}{mod.SUFFIX}"
         atomic.write_text(path, text)
-        written.append({"kind": args.kind, "image": job.image, "target": job.target.name, "file": str(path),
-                        "definition": text})
+        verdict, unchecked, conflicts = judged[job.target.name]
+        written.append({"verdict": verdict, "kind": args.kind, "image": job.image, "target": job.target.name,
+                        "file": str(path), "definition": text, "unchecked": unchecked, "conflicts": conflicts})
     if args.json:
-        print(json.dumps({"verdict": "conflict" if uncovered else "ok", "jobs": written,
+        verdicts = {e["verdict"] for e in written}
+        verdict = "conflict" if uncovered or "conflict" in verdicts else "unverified" if "unverified" in verdicts else "ok"
+        print(json.dumps({"verdict": verdict, "jobs": written,
                           "uncovered": [{"name": r.target.name, "conflicts": [c.message for c in r.conflicts]}
                                         for r in uncovered]}, indent=2))
     else:

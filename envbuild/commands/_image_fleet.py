@@ -25,7 +25,7 @@ def run_fleet(args) -> int:
 
     _check_flags(args)
     check_build_flags(args)
-    spec = spec_from_args(args)
+    spec = spec_from_args(args, for_image=True)  # the plan is of images
     repository = args.repository or spec.image_repository
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",

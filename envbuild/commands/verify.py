@@ -32,6 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--manifest", metavar="FILE",
                        help="each target runs its own image, as `envbuild image --fleet` wrote them in FILE "
                             "(fleet-images.json); without --fleet, the one --target's image is verified on this host")
+    fleet.add_argument("--force", action="store_true",
+                       help="run the probe on targets where the stack (--expect SPEC, else the image's labels) does not resolve")
+    fleet.add_argument("--strict", action="store_true",
+                       help="also leave out targets where a link of the stack could not be checked")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +84,7 @@ def _expected(path: str):
     from envbuild.errors import Unresolved, UserError
     from envbuild.commands._spec import load_spec
 
-    spec = load_spec(path)
+    spec = load_spec(path, for_image=True)  # the stack as the image built from it has it
     try:
         resolution = pipeline.resolve(spec)
     except Unresolved as exc:
@@ -109,8 +113,9 @@ def _run_fleet(args: argparse.Namespace) -> int:
         images = fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     else:
         raise UserError("no image to verify", where="--fleet", hint="name the IMAGE, or --manifest fleet-images.json")
+    skipped, verdicts, unchecked = _judge_targets(args, targets, images)
     report = verify_fleet(images, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
-                          kube_context=args.kube_context)
+                          kube_context=args.kube_context, skipped=skipped, verdicts=verdicts, unchecked=unchecked)
     if args.manifest:
         report["manifest"] = args.manifest
     _answer(args, report, lambda: summary_text(report))
@@ -140,6 +145,44 @@ def _image_from_manifest(args: argparse.Namespace) -> str:
         raise UserError(f"target {name} is not in the manifest", where=args.manifest,
                         hint=f"targets there: {', '.join(entries) or 'none'}")
     return entries[name].image
+
+
+def _judge_targets(args: argparse.Namespace, targets, images) -> tuple[dict[str, str], dict[str, str], dict[str, list]]:
+    """(target -> why it is not run, target -> the stack's verdict there, target -> the links
+    not checked there, as `resolve --json` lists them): the stack is --expect SPEC, else the
+    one the labels of the image the target runs record (`images`: one image, or target name
+    -> its own, from a manifest). A target where it conflicts (or, with --strict, is
+    unverified) is not run, unless --force."""
+    from envbuild import say
+    from envbuild.commands._spec import load_spec
+    from envbuild.fleet.judge import image_spec, judge
+    from envbuild.image_facts import read
+    from envbuild.model import to_jsonable
+
+    image_of = images.get if isinstance(images, dict) else (lambda name: images)
+    groups: dict[str, list] = {}  # the targets of each image, judged by that image's stack
+    for t in targets:
+        groups.setdefault("" if args.expect else image_of(t.name), []).append(t)
+    judged, skipped = {}, {}
+    for image, members in groups.items():
+        if args.expect:
+            spec, why = load_spec(args.expect, for_image=True), ""
+        else:
+            spec, why = image_spec(image, members[0].platform)
+        if spec is None:
+            say.warning(f"the targets were not judged before running: {why}" if len(groups) == 1 else
+                        f"targets {', '.join(t.name for t in members)} were not judged before running: {why}")
+            continue
+        for name, j in judge(spec, tuple(members), read_base=read).items():
+            judged[name] = j
+            if j.refused(args.strict or spec.strict) and not args.force:
+                why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
+                skipped[name] = f"the stack {why} on this target: {j.reason}"
+                say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
+            elif j.verdict != "ok":
+                say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
+    return (skipped, {name: j.verdict for name, j in judged.items()},
+            {name: to_jsonable(j.resolution.unchecked) for name, j in judged.items()})
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:
