@@ -141,6 +141,14 @@ def test_jobs_per_target_name_their_image_by_digest(work, built, tmp_path):
     assert done.returncode == 0, done.stderr
     for name, entry in built["manifest"]["targets"].items():
         assert f"IMAGE={entry['image']}" in (tmp_path / "jobs" / f"envbuild-{name}.sh").read_text()
+    # each job's stack judged on its target from the labels of its own image, read from the registry
+    done = _cli("export", "slurm", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "-o", tmp_path / "again",
+                "--json", cwd=work["folder"])
+    answer = json.loads(done.stdout)
+    validate("export", answer)
+    assert done.returncode == 0 and answer["verdict"] == "ok", done.stderr
+    assert {j["target"]: (j["verdict"], j["image"]) for j in answer["jobs"]} == {
+        name: ("ok", entry["image"]) for name, entry in built["manifest"]["targets"].items()}
 
 
 def test_the_ci_pipelines_shell_lines_run_as_written(work, built, tmp_path):
