@@ -145,6 +145,19 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
                          force=force)
 
 
+def content_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
+                pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
+    """repository:content-tag, the tag `envbuild image` gives this locked stack's image
+    (its build context is written to a temporary folder and hashed; nothing is built)."""
+    from envbuild.image import tag
+
+    platform = resolution.resolved.platform
+    with tempfile.TemporaryDirectory(prefix="envbuild-tag-") as scratch:
+        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
+                        pin_digests=pin_digests, wheelhouse=wheelhouse)
+        return f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+
+
 def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
               pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
     """The reference `envbuild image` gives this locked stack's image, without building it:
@@ -152,14 +165,9 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
     it then pulls exactly that image)."""
     from envbuild.dockerfile.reference import parse
     from envbuild.errors import UserError
-    from envbuild.image import tag
     from envbuild.registry import manifest_digest
 
-    platform = resolution.resolved.platform
-    with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
-        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
-                        pin_digests=pin_digests, wheelhouse=wheelhouse)
-        ref = f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+    ref = content_ref(resolution, repository, lock_dir, mirror=mirror, pin_digests=pin_digests, wheelhouse=wheelhouse)
     try:
         digest = manifest_digest(parse(ref), timeout=5)
     except UserError:  # registry unreachable: the tag alone still names the image

