@@ -20,8 +20,6 @@ it holds the lock, no other run can be using one).
 """
 from __future__ import annotations
 
-import ctypes
-import errno
 import fcntl
 import hashlib
 import json
@@ -39,7 +37,7 @@ from typing import Iterator
 import yaml
 
 from envbuild import say
-from envbuild.atomic import naming
+from envbuild.atomic import exchange, naming
 from envbuild.urls import strip_text
 
 CONDA_LOCKFILE = "conda-lock.yml"
@@ -318,24 +316,14 @@ def _can_swap(folder: Path) -> bool:
         return False
 
 
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
 def _exchange(stage: Path, folder: Path) -> bool:
     """Swap the two folders atomically; False when this kernel or filesystem cannot."""
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if renameat2 is None:
-        return False
     os.chmod(stage, os.stat(folder).st_mode & 0o7777)
     fault_step("exchange")
-    if renameat2(_AT_FDCWD, os.fsencode(stage), _AT_FDCWD, os.fsencode(folder), _RENAME_EXCHANGE) == 0:
+    if exchange(stage, folder):
         fault_step("exchanged")
         return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
-        return False
-    raise OSError(code, os.strerror(code), str(folder))
+    return False
 
 
 def _commit(stage: Path, folder: Path) -> None:
