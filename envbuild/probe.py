@@ -66,14 +66,15 @@ def check(name, status, details="", cause=None, fix=None, required=True, data=No
 def failed_from_error(name, exc_text, what, required=True, context=None):
     """A failed check whose cause and fix come from a recognised failure signature."""
     sig = recognise_failure(exc_text, context)
-    first = _first_line(exc_text)
+    first = first_line(exc_text)
     if sig:
         return check(name, "fail", "%s: %s" % (what, first), "%s (%s)" % (sig["cause"], sig["name"]),
                      sig["fix"], required, {"signature": sig["name"], "code": sig["code"]})
     return check(name, "fail", "%s: %s" % (what, first), "unrecognised error", "see details", required)
 
 
-def _first_line(text, limit=300):
+def first_line(text, limit=300):
+    """The line of an error's text that says what went wrong, at most `limit` characters."""
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     # CuPy's NVRTC errors put the useful line ("cannot open source file ...") last
     interesting = [ln for ln in lines if re.search(r"error|cannot|failed|not", ln, re.I)]
@@ -288,7 +289,7 @@ def query_nvidia_smi(run=_run, binary=None):
                 continue
             break
         if rc != 0:
-            info["error"] = _first_line(out + err) or ("nvidia-smi exited with %d" % rc)
+            info["error"] = first_line(out + err) or ("nvidia-smi exited with %d" % rc)
             info["exit_code"] = rc
             return info
         info["gpus"] = parse_smi_csv(out, fields)
@@ -1448,7 +1449,7 @@ def _perf_backend():
             if cupy.cuda.runtime.getDeviceCount() > 0:
                 return _CupyPerf(cupy), errors
         except Exception as exc:  # noqa: BLE001
-            errors.append("cupy: %s" % _first_line(str(exc)))
+            errors.append("cupy: %s" % first_line(str(exc)))
     return None, errors
 
 
@@ -1493,7 +1494,7 @@ def child_perf(ctx):
                                  fraction=(entry["measured"] / entry["peak"]) if entry["peak"] else None)
             except Exception as exc:  # noqa: BLE001 - a broken measurement is reported, not raised
                 sig = recognise_failure(str(exc))
-                entry.update(status="warn", details="device %d %s: measurement failed: %s" % (i, name, _first_line(str(exc))),
+                entry.update(status="warn", details="device %d %s: measurement failed: %s" % (i, name, first_line(str(exc))),
                              cause=sig["cause"] if sig else "measurement failed", fix=sig["fix"] if sig else None)
             finally:
                 backend.release()

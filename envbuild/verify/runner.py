@@ -128,13 +128,13 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
         sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
         runner_checks.append(probe_module.check(
             "runner.gpu_request", "fail", "Docker could not start the container with GPUs: %s" %
-            probe_module._first_line(result["start_error"]),
+            probe_module.first_line(result["start_error"]),
             "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
             sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
         result = _run_probe(docker_client, image, payload, None, timeout, perf, progress, static)
         gpus = None
     if result["start_error"]:
-        raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
+        raise EnvironmentProblem(f"could not run a container of {image}: {probe_module.first_line(result['start_error'])}")
     report_json = report_from_output(result["stdout"])
     if report_json is None:
         tail = (result["stderr"] or result["stdout"] or "").strip()[-500:]
