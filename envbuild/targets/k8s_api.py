@@ -132,12 +132,10 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
             states = {k: s if s in ("COMPLETE", "FAILED") else f"NOT DONE after {timeout:g} s" for k, s in states.items()}
             break
         time.sleep(poll)
-    from envbuild.probe_report import report_from_output
-
     results = {}
     for key, (namespace, name) in created.items():
         log, why = _pod_output(core, ctx, namespace, name)
-        results[key] = {"scheduler_job": f"{namespace}/{name}", "state": states[key], "probe": report_from_output(log),
+        results[key] = {"scheduler_job": f"{namespace}/{name}", "state": states[key], "printed": log,
                         "manifest": str(workdir / f"{key}.yaml"),
                         "output": f"kubectl logs -n {namespace} job/{name} (deleted after the run)",
                         "tail": "" if states[key] == "COMPLETE" else (log[-2000:] + why)}

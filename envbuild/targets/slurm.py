@@ -139,7 +139,6 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: float = 1.0) -> dict[str, dict]:
     """One sbatch per target; wait for all, then read each job's output file."""
     from envbuild import atomic
-    from envbuild.probe_report import report_from_output
 
     ids: dict[str, str] = {}
     outputs = {}
@@ -175,7 +174,7 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
     results = {}
     for name, jid in ids.items():
         text = outputs[name].read_text(errors="replace") if outputs[name].exists() else ""
-        results[name] = {"scheduler_job": jid, "state": states[name], "probe": report_from_output(text),
+        results[name] = {"scheduler_job": jid, "state": states[name], "printed": text,
                          "output": str(outputs[name]), "tail": text[-2000:] if states[name] != "COMPLETED" else ""}
     return results
 

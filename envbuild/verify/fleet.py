@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.fleet import Target
+from envbuild.probe_report import report_from_output
 from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
@@ -51,7 +52,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     for t in targets:
         job = job_for(image, t, static=static)
         r = results.get(job.name, {})
-        probe = r.get("probe")
+        probe = report_from_output(r["printed"]) if "printed" in r else None
         checks = list(probe.get("checks", [])) if probe else []
         failed = [c["name"] for c in checks if c["status"] == "fail" and c.get("required", True)]
         if probe:
