@@ -9,8 +9,8 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, field
 
-from envbuild import probe
 from envbuild.errors import EnvironmentProblem
+from envbuild.verify.probe_api import query_gpus
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -33,7 +33,7 @@ class HostInfo:
 
 def detect(require_driver: bool = True, check_docker: bool = True) -> HostInfo:
     """Raise EnvironmentProblem when there is no NVIDIA driver (unless require_driver=False)."""
-    info = probe.query_gpus()
+    info = query_gpus()
     notes = []
     if not info["ok"] and require_driver:
         raise EnvironmentProblem(

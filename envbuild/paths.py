@@ -1,8 +1,10 @@
-"""Where envbuild's bundled data lives (matrices and Dockerfile templates).
+"""Where envbuild's bundled files live: matrices, Dockerfile templates and the probe.
 
 The repository keeps `matrices/` and `Dockerfiles/` at its top level; the package
 reaches them through symlinks under `envbuild/data/`, which setuptools follows when
-it builds a wheel, so an installed envbuild carries the same files.
+it builds a wheel, so an installed envbuild carries the same files. The probe is the
+script copied into every image and job (envbuild/verify/probe_api.py is what envbuild
+itself uses of it).
 """
 import os
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 DATA_DIR = Path(__file__).resolve().parent / "data"
 MATRICES_DIR = DATA_DIR / "matrices"
 DOCKERFILES_DIR = DATA_DIR / "Dockerfiles"
+PROBE_FILE = Path(__file__).resolve().parent / "verify" / "probe.py"
 
 
 def cache_dir() -> Path:

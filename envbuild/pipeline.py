@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
     from envbuild.dockerfile.render import MatrixFacts
     from envbuild.image.make import ImageOptions, ImageResult
     from envbuild.model import Resolution, Spec
-    from envbuild.verify import Expectations, ProbeFacts
+    from envbuild.verify.runner import Expectations, ProbeFacts
 
 # --- resolve ------------------------------------------------------------------------------
 
@@ -169,8 +169,8 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
 def expectations(resolution: Resolution, lock_dir: Path | None = None, platform: str | None = None) -> Expectations:
     """What the probe should find in an image of this resolved spec (built from the lock in
     `lock_dir`: the CUDA that lock installs, which a framework's requirements may have moved)."""
-    from envbuild.probe import sm_of
-    from envbuild.verify import ExpectedFramework, Expectations
+    from envbuild.verify.probe_api import sm_of
+    from envbuild.verify.runner import ExpectedFramework, Expectations
 
     stack = resolution.resolved
     cuda = stack.cuda
@@ -189,8 +189,8 @@ def probe_facts() -> ProbeFacts:
     import yaml
 
     from envbuild.paths import MATRICES_DIR
-    from envbuild.probe import facts_from_matrices
-    from envbuild.verify import ProbeFacts
+    from envbuild.verify.probe_api import facts_from_matrices
+    from envbuild.verify.runner import ProbeFacts
 
     return ProbeFacts.from_probe(facts_from_matrices(str(MATRICES_DIR), yaml.safe_load))
 
@@ -198,7 +198,7 @@ def probe_facts() -> ProbeFacts:
 def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
     """Run the probe on the image; VerifyFailed unless its required checks pass. Returns
     the report's summary."""
-    from envbuild.verify import run_verify
+    from envbuild.verify.runner import run_verify
     from envbuild.verify.summary import summary_text
 
     progress.line(f"verifying {image_id[:19]} before tagging it")

@@ -20,7 +20,7 @@ import pytest
 import requests
 import yaml
 
-from envbuild.probe import NO_GPU
+from envbuild.verify.probe_api import NO_GPU
 from image_support import TEST_NAMESPACE
 from test_ci_output import through_pty, validate
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel

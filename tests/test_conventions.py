@@ -287,7 +287,7 @@ def test_export_json_matches_its_schema(kind, tmp_path):
 
 def test_the_probe_report_matches_its_schema(tmp_path):
     for argv in (["--json", "--static"], ["--json", "--no-perf"]):
-        proc = subprocess.run([sys.executable, "-m", "envbuild.probe", *argv], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "envbuild.verify.probe", *argv], capture_output=True, text=True,
                               cwd=tmp_path, timeout=600)
         report = json.loads(proc.stdout)
         validate("probe", report)
@@ -363,7 +363,7 @@ def test_a_byte_count_never_exceeds_its_total():
 
 
 def test_a_cause_shared_by_several_checks_is_printed_once():
-    from envbuild import probe
+    from envbuild.verify import probe_api as probe
 
     checks = [probe.check("gpu.nvidia_smi", "fail", "no GPU visible: nvidia-smi not found", "no driver here", "run with a GPU")]
     checks += [probe.check(f"cupy.{name}", "fail", "no GPU visible", "no GPU is passed to this environment",

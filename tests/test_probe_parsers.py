@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import probe
+from envbuild.paths import PROBE_FILE
+from envbuild.verify import probe
 from envbuild.verify.junit import write_junit
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def sample(name: str) -> str:
@@ -191,7 +191,7 @@ def test_labels_become_expectations():
 # --- the whole probe without a GPU, as a standalone file ------------------------------------------
 def test_standalone_static_run_needs_only_the_standard_library(tmp_path):
     copy = tmp_path / "probe.py"
-    copy.write_bytes((ROOT / "envbuild" / "probe.py").read_bytes())
+    copy.write_bytes(PROBE_FILE.read_bytes())
     env = {"PATH": "/usr/bin:/bin", "CUDA_VERSION": "12.4.1", "NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}
     proc = subprocess.run([sys.executable, "-S", "-I", str(copy), "--static", "--json", "--expect-cuda", "12.1"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

@@ -21,6 +21,8 @@ import yaml
 from browser import look_at
 from conftest import _need
 
+from envbuild.paths import PROBE_FILE
+
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = """targets:
   v100:
@@ -131,7 +133,7 @@ def probe_image(slurm_env, docker_client, registry, base_image) -> str:
     ref = f"{registry}/{image_support.TEST_NAMESPACE}/fleet-probe:{uuid.uuid4().hex[:8]}"
     image_support.build_image(docker_client, ref, {
         "Dockerfile": f"FROM {base_image}\nCOPY probe.py /opt/envbuild/probe.py\n".encode(),
-        "probe.py": (ROOT / "envbuild/probe.py").read_bytes()})
+        "probe.py": PROBE_FILE.read_bytes()})
     docker_client.images.push(ref)
     yield ref
     subprocess.run(["podman", "rmi", "--ignore", ref], capture_output=True)

@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envbuild.verify import run_verify
+    from envbuild.verify.runner import run_verify
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
 

@@ -30,10 +30,10 @@ from envbuild.dockerfile import locked, lockfiles, outputs, render
 from envbuild.errors import UserError
 from envbuild.lock import folder
 from envbuild.model import Resolution
+from envbuild.paths import PROBE_FILE
 from envbuild.urls import strip_text
 
 HERE = Path(__file__).resolve().parent
-PROBE = HERE.parent / "probe.py"
 OWNED = ("Dockerfile", "envbuild")  # the context's entries; everything else in the folder is the user's
 
 
@@ -105,8 +105,8 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     (ctx / "image" / "lock").mkdir(parents=True)
     (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
     shutil.copy2(HERE / "install.py", ctx / "install.py")
-    if PROBE.is_file():
-        shutil.copy2(PROBE, ctx / "image" / "probe.py")
+    if PROBE_FILE.is_file():
+        shutil.copy2(PROBE_FILE, ctx / "image" / "probe.py")
     for path in lock.files:  # an index URL's credentials stay out of the image
         (ctx / "image" / "lock" / path.name).write_text(strip_text(path.read_text(encoding="utf-8")), encoding="utf-8")
     for name, text in extra_lock_files.items():

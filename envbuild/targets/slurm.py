@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from envbuild import fields, say
 from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.paths import PROBE_FILE
 from envbuild.targets.job import IMAGE_PROBE, Job
 
 if TYPE_CHECKING:
@@ -90,9 +91,7 @@ def render(job: Job) -> str:
         # no container on the node: this envbuild's probe, run by the node's own Python
         from dataclasses import replace
 
-        from envbuild import probe
-
-        job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
+        job = replace(job, probe_path=str(PROBE_FILE))
     lines += ["set -euo pipefail", f"IMAGE={shlex.quote(job.image)}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
     if runtime in ("docker", "podman"):

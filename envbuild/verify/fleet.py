@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.fleet import Target
-from envbuild.probe_report import report_from_output
 from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
+from envbuild.verify.probe_api import report_from_output
 
 
 def job_for(image: str, target: Target, *, static: bool) -> Job:

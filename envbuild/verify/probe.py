@@ -4,7 +4,10 @@ The probe runs inside an image (or on a host) with nothing but the Python standa
 library plus whatever GPU libraries are installed there, and reports every check as
 pass / fail / skip / warn with details and, when something is wrong, a one-line
 likely cause and fix. It is one standalone file on purpose: envbuild copies it into
-the container it verifies, and it also runs as `python -m envbuild.probe`.
+the container it verifies, and it also runs as `python -m envbuild.verify.probe`.
+envbuild itself uses only the names listed in envbuild/verify/probe_api.py, and only
+through that module: rename one of those and the host must follow; anything else here
+may change freely.
 
     python3 probe.py [--json] [--static] [--no-perf] [--expect FILE]
                      [--expect-sm 80,90] [--expect-cuda 12.4] [--facts FILE]
@@ -602,9 +605,10 @@ def _read_json_arg(value):
 
 def bundled_facts():
     """Peaks, GPU aliases, minor-version floors from envbuild's matrices, when this file
-    sits in an envbuild checkout or install and PyYAML is importable; else {}."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (os.path.join(here, "data", "matrices"), os.path.join(os.path.dirname(here), "matrices")):
+    sits in an envbuild checkout or install (as envbuild/verify/probe.py) and PyYAML is
+    importable; else {}."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in (os.path.join(package, "data", "matrices"), os.path.join(os.path.dirname(package), "matrices")):
         if os.path.exists(os.path.join(folder, "gpu_peak.yaml")):
             try:
                 import yaml
