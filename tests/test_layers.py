@@ -209,3 +209,12 @@ def test_the_probe_imports_nothing_but_the_standard_library_at_its_top():
     top_names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
     top_names += [n.module for n in top if isinstance(n, ast.ImportFrom)]
     assert top_names and [n for n in top_names if n.split(".")[0] not in sys.stdlib_module_names] == []
+
+
+def test_no_module_beside_the_probe_hides_a_standard_one():
+    """The probe runs each GPU library's checks as `python .../probe.py --child GROUP`, which
+    puts the probe's folder first on sys.path: a module there named like a standard one (an
+    `html` package, say) would be imported in its place by the library under test."""
+    folder = MODULES[PROBE].parent
+    beside = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert sorted(beside & set(sys.stdlib_module_names)) == []
