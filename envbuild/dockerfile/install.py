@@ -153,7 +153,20 @@ def main(argv: list[str]) -> None:
         install_conda(plan, context, wheelhouse)
     else:
         install_pip(plan, context, wheelhouse)
-    print(f"envbuild-install: environment ready in {plan['prefix']}", flush=True)
+    print(f"envbuild-install: environment ready in {plan['prefix']} ({prefix_size(plan['prefix'])} bytes)", flush=True)
+
+
+def prefix_size(prefix: str) -> int:
+    """Bytes in the prefix (links not followed): what the final stage's COPY --from copies,
+    so the build's progress can say how much that silent step moves."""
+    total = 0
+    for folder, _dirs, files in os.walk(prefix):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 if __name__ == "__main__":
