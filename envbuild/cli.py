@@ -14,7 +14,7 @@ import signal
 import sys
 
 from envbuild import __version__
-from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors
+from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors, bounded
 
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
@@ -222,10 +222,10 @@ def error_json(exc: UserError) -> dict:
 
     kind = {2: "bad_input", 3: "environment"}.get(exc.exit_code, "failed")  # failed: a build/push/verify, exit 1
 
-    def masked(text):
-        return None if text is None else mask_text(text)
+    def masked(text):  # as the line shows it: credentials masked, over-long values clipped
+        return None if text is None else bounded(mask_text(text))
 
-    evidence = masked(strip_ansi(exc.evidence)) if exc.evidence else None
+    evidence = mask_text(strip_ansi(exc.evidence)) if exc.evidence else None  # a log tail: its lines are kept
     error = {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
              "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}
     if isinstance(exc, UserErrors):  # every mistake; the fields above are the first one's
