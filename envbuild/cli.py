@@ -14,8 +14,11 @@ import signal
 import sys
 
 from envbuild import __version__
-from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors, bounded
+from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors, bounded, clip
 
+# No path (PATH_MAX), URL or name envbuild takes is longer; a longer argument is refused
+# before anything reads it.
+MAX_ARGUMENT_CHARS = 4096
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
 
@@ -90,6 +93,7 @@ def _main(argv: list[str]) -> int:
     # completion script, a misspelt command) needs the whole parser
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
+        _check_lengths(argv)
         args = parser.parse_args(argv)
     except UserError as exc:
         return _fail(exc, json_wanted=_json_flag(argv))
@@ -135,6 +139,17 @@ def _main(argv: list[str]) -> int:
 
 def _json_flag(argv: list[str]) -> bool:
     return any(a == "--json" or a.startswith("--json=") for a in argv)
+
+
+def _check_lengths(argv: list[str]) -> None:
+    for i, arg in enumerate(argv):
+        if len(arg) > MAX_ARGUMENT_CHARS:
+            if arg.startswith("--") and "=" in arg:
+                flag = arg.split("=", 1)[0]
+            else:
+                flag = argv[i - 1] if i and argv[i - 1].startswith("-") else f"argument {i + 1}"
+            raise UserError(f"the value is {len(arg)} characters long; envbuild takes at most {MAX_ARGUMENT_CHARS}",
+                            where=clip(flag, 40), hint="check the value")
 
 
 def _fail(exc: UserError, *, json_wanted: bool) -> int:

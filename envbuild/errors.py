@@ -3,7 +3,8 @@ import re
 
 SHOWN_CHARS = 200  # of one value in a message; a longer one is cut there and its length said
 _PART_CHARS = 1000  # of the message, the place or the hint as a whole
-_LONG_RUN = re.compile(r"\S{%d,}" % (SHOWN_CHARS + 1))  # a value without spaces too long to show
+# A value without spaces too long to show (with room for what `shown` already clipped).
+_LONG_RUN = re.compile(r"\S{%d,}" % (SHOWN_CHARS + 20))
 
 
 def clip(text: str, limit: int = SHOWN_CHARS) -> str:

@@ -38,7 +38,7 @@ def run(args) -> int:
 
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.errors import UserError
-    from envbuild.image import engine
+    from envbuild.image import engine, make
     from envbuild.progress import Progress
     from envbuild.image.make import ImageOptions
     from envbuild.pipeline import make_image
@@ -48,6 +48,7 @@ def run(args) -> int:
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    make.check_repository(repository)  # a bad name fails before any work
     if args.context is not None:  # a folder that cannot take the context fails before any work
         from envbuild.dockerfile import outputs
         from envbuild.dockerfile.context import OWNED

@@ -683,17 +683,24 @@ def check_index_url(text: str, where: str) -> str:
 
     from envbuild.urls import mask
 
-    ok = re.fullmatch(_INDEX_URL, text) is not None
+    ok = len(text) <= MAX_VALUE_CHARS and re.fullmatch(_INDEX_URL, text) is not None
     if ok:
         try:
             parts = urlsplit(text)
-            ok = parts.scheme == "file" or bool(parts.hostname)
+            ok = parts.scheme == "file" or bool(parts.hostname) and _dns_name_fits(parts.hostname)
         except ValueError:
             ok = False
     if not ok:
-        raise UserError(f"malformed index URL {mask(text)!r}", where=where,
+        raise UserError(f"malformed index URL {shown(mask(text))}", where=where,
                         hint="write e.g. https://pypi.org/simple; put credentials in ~/.netrc or keyring, not in the URL")
     return text
+
+
+def _dns_name_fits(host: str) -> bool:
+    """DNS's limits (253 characters, 63 per label), which HTTP clients enforce by raising."""
+    if ":" in host:  # an IPv6 address
+        return True
+    return len(host) <= 253 and all(0 < len(label) <= 63 for label in host.rstrip(".").split("."))
 
 
 def _same_cuda(a: str, b: str) -> bool:
