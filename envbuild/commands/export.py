@@ -87,7 +87,7 @@ def run(args) -> int:
               command=command, static_probe=args.static)
     text = mod.render(job)
     if args.output:
-        atomic.write_text(args.output, text)
+        atomic.write_output(args.output, text)
     if args.json:
         print(json.dumps({"verdict": "ok", "kind": args.kind, "image": image, "target": target.name if target else None,
                           "file": args.output, "definition": text}, indent=2))
