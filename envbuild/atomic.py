@@ -124,3 +124,37 @@ def output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
 def write_output(path: str | os.PathLike, text: str) -> None:
     with output(path) as handle:
         handle.write(text)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename `path` (a file, folder, link, anything) to the first free name
+    `<name>.before-envbuild[-N]` beside it, never over an existing entry; return that name."""
+    for n in range(1, 1000):
+        aside = path.with_name(f"{path.name}.before-envbuild" + (f"-{n}" if n > 1 else ""))
+        if os.path.lexists(aside):
+            continue
+        try:
+            _rename_without_replacing(path, aside)
+        except FileExistsError:  # taken meanwhile: try the next name
+            continue
+        return aside
+    raise UserError("no free name to move it aside to", where=str(path), hint="move it away yourself")
+
+
+def _rename_without_replacing(source: Path, target: Path) -> None:
+    """os.rename replaces an existing file: a hard link fails instead (then the old name
+    goes). A folder cannot be hard-linked; os.rename cannot replace a file or a non-empty
+    folder with one, and the name was free a moment ago."""
+    if stat.S_ISDIR(os.lstat(source).st_mode):
+        os.rename(source, target)
+        return
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links
+        if os.path.lexists(target):
+            raise FileExistsError(str(target)) from None
+        os.rename(source, target)
+        return
+    os.unlink(source)

@@ -23,7 +23,8 @@ def configure(parser) -> None:
                        help="run the verification probe on the new image before tagging and pushing it")
     group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
     group.add_argument("--force", action="store_true",
-                       help="keep the context in a --context folder that holds other files (they are left as they are)")
+                       help="keep the context in a --context folder that holds other files: they are left as "
+                            "they are, and a Dockerfile or envbuild/ that envbuild did not write is moved aside")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
     group.add_argument("--json", action="store_true",

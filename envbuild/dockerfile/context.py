@@ -11,9 +11,10 @@ Layout (the Dockerfile templates rely on it):
     envbuild/wheelhouse/      wheels for offline installs (--wheelhouse)
     envbuild/image/           copied into the image as /opt/envbuild: probe.py, lock/
 
-`Dockerfile` and `envbuild/` are the only entries envbuild owns in the folder
+`Dockerfile` and `envbuild/` are the only entries envbuild writes in the folder
 (`outputs.py`): they are written in a staging folder and moved in only when complete, so a
-failed run leaves the previous context as it was, and nothing else there is ever touched.
+failed run leaves the previous context as it was. An old entry is replaced only where the
+folder's record proves envbuild wrote it; nothing else there is ever touched.
 """
 from __future__ import annotations
 
@@ -197,7 +198,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
         stage = outputs.staging(out)
         try:
             _fill(stage, lock, dockerfile, wheelhouse, extra, facts.python_min(lock.installer))
-            outputs.replace_owned(out, stage, OWNED)
+            outputs.replace_owned(out, stage, OWNED, force=force)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
