@@ -68,6 +68,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if lock_dir is not None:
         if lock_dir.is_dir() and not check(spec, resolution, None, lock_dir, others):
             return lock_dir
+        _refuse_foreign_lock_dir(lock_dir)
         target = lock_dir
     else:
         target = scratch / "lock"
@@ -79,6 +80,20 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
     return target
+
+
+def _refuse_foreign_lock_dir(lock_dir: Path) -> None:
+    """A --lock-dir that holds anything but a lock (a project root, /etc) is read, never
+    written: `envbuild lock -o DIR` is the one command that puts a lock among other files."""
+    from envbuild.errors import UserError
+    from envbuild.lock.folder import foreign_entries
+
+    foreign = foreign_entries(lock_dir)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"the lock there is missing or out of date, and the folder holds files that are no part "
+                        f"of a lock ({shown}), so envbuild does not write one there", where=f"--lock-dir {lock_dir}",
+                        hint=f"name a folder of its own (it is created), or run `envbuild lock -o {lock_dir}` first")
 
 
 # --- context ------------------------------------------------------------------------------
