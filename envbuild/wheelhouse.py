@@ -11,7 +11,9 @@ serves `lock` as a `file://` channel. Files already there with the right hash ar
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,11 +22,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild.atomic import move_aside
 from envbuild.dockerfile.context import LOCAL_CHANNEL
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput
 from envbuild import say
-from envbuild.errors import EnvironmentProblem
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import CONDA_LOCKFILE, sha256_file
 
 
@@ -38,12 +41,29 @@ class Fetched:
     downloaded: bool  # False: the file was there already, with the right hash
 
 
+def set_aside(path: Path, why: str) -> None:
+    """A file in the way of a download is never replaced or deleted: moved to a free name."""
+    aside = move_aside(path)
+    print(f"envbuild: moved {path} ({why}) aside to {aside}", file=sys.stderr)
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file, not a link (a link to /dev/zero named like a wheel is never read)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, progress) -> bool:
     """Download `url` to `target` unless a file with the right hash is there; check the hash."""
-    if target.is_file() and sha256 and sha256_file(target) == sha256:
+    if _is_file(target) and sha256 and sha256_file(target) == sha256:
         return False
+    if os.path.lexists(target):
+        set_aside(target, "not the locked file")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.part")
+    partial.unlink(missing_ok=True)  # a link left there is removed, never written through
     parsed = urllib.parse.urlparse(url)
     task = progress.task(f"downloading {target.name}") if progress else None
     try:
@@ -76,6 +96,15 @@ def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, prog
         raise EnvironmentProblem(f"{url} does not match the lock's md5", hint="re-lock or check the mirror")
     partial.replace(target)
     return True
+
+
+def _move_in(downloaded: Path, target: Path) -> None:
+    """Put a downloaded file at `target`; an other file there is moved aside, not replaced."""
+    if os.path.lexists(target):
+        if _is_file(target) and sha256_file(target) == sha256_file(downloaded):
+            return
+        set_aside(target, "not the downloaded file")
+    os.replace(downloaded, target)
 
 
 def _platform_args(platform: str, glibc: str) -> list[str]:
@@ -156,7 +185,17 @@ def _conda_lock_sha256(lock: LockInput, platform: str) -> dict[str, str]:
     return {p.url: p.sha256 for p in packages if p.sha256}
 
 
+def guard(out: Path) -> None:
+    """Refuse a wheelhouse folder that cannot be one, before the lock and the downloads."""
+    where = f"-o {out}"
+    if Path(os.path.abspath(out)).resolve() == Path("/"):
+        raise UserError("the wheelhouse cannot be the filesystem root", where=where, hint="name a folder of its own")
+    if out.exists() and not out.is_dir():
+        raise UserError("exists and is not a folder", where=where, hint="name a folder for the wheels")
+
+
 def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, progress=None) -> list[Fetched]:
+    guard(out)
     out.mkdir(parents=True, exist_ok=True)
     _fetch_tools(lock, out, platform=platform, python=python, glibc=glibc)
     entries = locked_files(lock)
@@ -181,28 +220,34 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
     direct = [e for e in pins if e.url]
     to_download = []
     for entry in pins:
-        present = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+        present = [w for w in out.iterdir() if _is_file(w) and wheel_matches(entry, w)]
+        right = next((w for w in present if not entry.sha256 or sha256_file(w) in entry.sha256), None)
         if entry in direct:
             target = out / (entry.filename or f"{entry.name}-{entry.version}.whl")
             new = _fetch_url(entry.url, target, entry.sha256[0] if entry.sha256 else None, None, progress)
             fetched.append(Fetched("pip", entry.name, entry.version, target, entry.sha256[0] if entry.sha256 else None, new))
-        elif present and (not entry.sha256 or sha256_file(present[0]) in entry.sha256):
-            fetched.append(Fetched("pip", entry.name, entry.version, present[0], sha256_file(present[0]), False))
+        elif right is not None:
+            fetched.append(Fetched("pip", entry.name, entry.version, right, sha256_file(right), False))
         else:
             to_download.append(entry)
     if to_download:
         task = progress.task(f"downloading {len(to_download)} wheel(s) with pip", unit="files") if progress else None
-        _pip_download(to_download, out, platform=platform, python=python, glibc=glibc, index_urls=index_urls_of(lock))
+        # Into a folder of its own first: pip deletes a file of the same name whose hash it
+        # does not expect, and that file may be the user's.
+        with tempfile.TemporaryDirectory(prefix=".envbuild-download-", dir=out) as staging:
+            _pip_download(to_download, Path(staging), platform=platform, python=python, glibc=glibc,
+                          index_urls=index_urls_of(lock))
+            for wheel in sorted(Path(staging).iterdir()):
+                _move_in(wheel, out / wheel.name)
         if task:
             task.update(len(to_download))
             task.done()
         for entry in to_download:
-            found = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+            found = [w for w in out.iterdir() if _is_file(w) and wheel_matches(entry, w)
+                     and (not entry.sha256 or sha256_file(w) in entry.sha256)]
             if not found:
-                raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version}")
-            digest = sha256_file(found[0])
-            if entry.sha256 and digest not in entry.sha256:
-                raise EnvironmentProblem(f"{found[0].name} does not match the lock's sha256",
+                raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version} "
+                                         "with the lock's sha256",
                                          hint="the index serves another file under this name; re-lock")
-            fetched.append(Fetched("pip", entry.name, entry.version, found[0], digest, True))
+            fetched.append(Fetched("pip", entry.name, entry.version, found[0], sha256_file(found[0]), True))
     return fetched

@@ -97,7 +97,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try:
         os.link(src, dst)  # same filesystem: instant and no extra space
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a new file: the umask's mode
 
 
 def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: Path | None,
@@ -105,9 +105,9 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     ctx = stage / "envbuild"
     (ctx / "image" / "lock").mkdir(parents=True)
     (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
-    shutil.copy2(HERE / "install.py", ctx / "install.py")
+    shutil.copyfile(HERE / "install.py", ctx / "install.py")  # new files: the umask's mode, not the package's
     if PROBE.is_file():
-        shutil.copy2(PROBE, ctx / "image" / "probe.py")
+        shutil.copyfile(PROBE, ctx / "image" / "probe.py")
     for path in lock.files:  # an index URL's credentials stay out of the image
         (ctx / "image" / "lock" / path.name).write_text(strip_text(path.read_text(encoding="utf-8")), encoding="utf-8")
     for name, text in extra_lock_files.items():
