@@ -232,7 +232,7 @@ def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
 def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
     """The image for a resolved, locked spec: built or found by its content tag, verified
     when asked, then tagged and pushed."""
-    from envbuild.image import build as engine_build, make
+    from envbuild.image import build as engine_build, engine, make
 
     start = time.monotonic()
     progress = progress or engine_build.Progress()
@@ -247,14 +247,18 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
         built = context(options.keep_context or workdir / "context", resolution, lock_dir, platform=platform,
                         mirror=options.mirror, pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
                         force=options.force_context)
-        result = make.build(resolution, built, options, platform=platform, progress=progress)
+        with engine.answering("the build"):
+            result = make.build(resolution, built, options, platform=platform, progress=progress)
         if not result.done:
             if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
-                result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
-                                                  progress)
-            make.tag(result, options, progress=progress, start=start)
+                with engine.answering("verification"):
+                    result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
+                                                      progress)
+            with engine.answering("tagging"):
+                make.tag(result, options, progress=progress, start=start)
             if options.push:
-                make.push(result, options, progress=progress)
+                with engine.answering("the push", afterwards=make.PUSH_AFTERWARDS):
+                    make.push(result, options, progress=progress)
         result.seconds = time.monotonic() - start
         return result
     finally:

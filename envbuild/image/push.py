@@ -76,12 +76,19 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
                 hint=f"log in with `docker login {registry}` (envbuild uses your Docker credentials)",
             )
         last_error = error
-        if attempt < attempts and any(word in lowered for word in TRANSIENT_WORDS):
+        transient = any(word in lowered for word in TRANSIENT_WORDS)
+        if attempt < attempts and transient:
             delay = backoff * 2 ** (attempt - 1)
             if progress:
                 progress.line(f"  push failed ({_clean(error)}); retrying in {delay:.0f}s ({attempt}/{attempts})")
             time.sleep(delay)
             continue
+        if transient:  # the registry (or the way to it) went away: not a refusal of this image
+            raise EnvironmentProblem(
+                f"registry {registry} dropped the connection while {repository}:{tag} was pushed, "
+                f"{attempt} time(s) ({_clean(error)})",
+                hint=f"check that {registry} is up and reachable from the Docker engine, then run the command again; "
+                     "a tag whose push did not finish was not moved")
         break
     raise PushFailed(f"pushing {repository}:{tag} to {registry} failed: {_clean(last_error)}")
 
