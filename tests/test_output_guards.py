@@ -5,7 +5,6 @@ written through or refused (never replaced), and every file and folder envbuild 
 the user's umask. Real CLI, real solves against a local channel of tiny conda archives."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,35 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line, write_spec
-
-
-def listing(folder: Path) -> dict[str, str]:
-    """relative path -> what it is, without opening pipes or following links."""
-    found = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = Path(root) / name
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                what = f"link:{os.readlink(path)}"
-            elif stat.S_ISFIFO(mode):
-                what = "fifo"
-            elif stat.S_ISDIR(mode):
-                what = "dir"
-            else:
-                what = hashlib.sha256(path.read_bytes()).hexdigest()
-            found[path.relative_to(folder).as_posix()] = what
-    return found
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory) -> tuple[Path, Path]:
-    """A project folder with a spec (conda installer) and a lock made from it in `lock/`."""
-    work = tmp_path_factory.mktemp("guards")
-    spec = write_spec(work, "127.0.0.1:1/guards/app")
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
-    return work, spec
+from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line
+from test_outputs import listing, project  # noqa: F401 - project is a fixture
 
 
 # --- the lock folder ------------------------------------------------------------------------

@@ -177,17 +177,17 @@ def test_hostile_output_folders_lose_nothing(project, donor, tmp_path, case):
     (out / "src").mkdir()
     (out / "src" / "train.py").write_text("print('train')\n")
     prepare(out, donor, outside)
-    before, before_outside = _listing(out), snapshot(outside)
+    before, before_outside = listing(out), snapshot(outside)
 
     refused = envbuild("dockerfile", spec, "-o", out, "--lock-dir", work / "lock", cwd=work)
     assert refused.returncode == 2 and "did not write" in one_error_line(refused)
-    assert _listing(out) == before and snapshot(outside) == before_outside
+    assert listing(out) == before and snapshot(outside) == before_outside
 
     forced = ok(envbuild("dockerfile", spec, "-o", out, "--lock-dir", work / "lock", "--force", cwd=work))
     said = [line for line in forced.stderr.splitlines() if " aside to " in line]
     assert sorted(said) == sorted(f"envbuild: moved {out / name}, which envbuild did not write, aside to "
                                   f"{out / name}.before-envbuild" for name in moved)
-    after = _listing(out)
+    after = listing(out)
     for rel, kind in before.items():
         top, _, rest = rel.partition("/")
         if top in moved:
@@ -212,7 +212,7 @@ def test_a_second_move_aside_takes_a_free_name(project, tmp_path):
     assert f"aside to {out / 'Dockerfile.before-envbuild-2'}" in forced.stderr
 
 
-def _listing(folder: Path) -> dict[str, str]:
+def listing(folder: Path) -> dict[str, str]:
     """relative path -> what it is (file content hash, link target, fifo, folder), without
     opening pipes or following links."""
     found = {}
