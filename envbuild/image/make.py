@@ -96,7 +96,7 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
         _say(progress, f"up to date: {ref} already exists locally; nothing to build")
         return result
     client = engine.connect()
-    import docker  # loaded by connect()
+    import docker  # the SDK: connect() has loaded it
 
     if result.image_id:
         result.cached = "local"
@@ -145,9 +145,9 @@ def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -
 
 def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
     """Push the content tag (unless the registry has it), then each extra tag: moved onto
-    the image here, pushed, and put back where it was if its push fails. A registry that
-    goes away part way so leaves every tag a user pulls (in the registry or locally) where
-    it was; the content tag names this content wherever it points."""
+    the image here, pushed, and put back where it was if its push fails. A push cut off
+    part way so moves no tag whose push did not finish, in the registry or locally (the
+    content tag names this content wherever it points)."""
     from envbuild.dockerfile.reference import parse
     from envbuild.image import engine, push as engine_push
 

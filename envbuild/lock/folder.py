@@ -96,7 +96,18 @@ def read_conda_lockfile(path: Path):
     Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
     import yaml
 
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(read_lock_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def read_lock_text(path: Path) -> str:
+    """The text of a lock file. A pipe or device in its place (or a link to one) is refused
+    in one line, never read or waited on. Raises OSError, UnicodeDecodeError or UserError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise UserError("is not a regular file, so it cannot be envbuild's lock file", where=str(path),
+                            hint="move it out of the lock folder and run `envbuild lock` again")
+        return handle.read().decode("utf-8")
 
 
 _MAX_RECORD_BYTES = 1 << 20  # a record of a few dozen files is a few KB
