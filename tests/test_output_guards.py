@@ -81,6 +81,29 @@ def test_lock_never_replaces_a_file_it_cannot_prove_it_wrote(project, tmp_path, 
     assert listing(lock) == before and listing(outside) == before_outside
 
 
+@pytest.mark.parametrize("name, check, dockerfile", [
+    # the lock's own file: both refuse it by name
+    ("conda-lock.yml", (2, "is not a regular file"), (2, "is not a regular file")),
+    # a name this conda lock does not write: --check reports it, the stale folder is not rewritten
+    ("requirements.lock", (1, "is not part of the recorded lock"), (2, "no part of a lock (requirements.lock)")),
+])
+def test_a_pipe_in_place_of_a_lockfile_is_never_read(project, tmp_path, name, check, dockerfile):
+    """`lock --check` and `dockerfile --lock-dir` on a folder where a lockfile's name is a
+    FIFO: an answer at once (a read would wait for a writer for ever), the FIFO left there."""
+    work, spec = project
+    lock = tmp_path / "lock"
+    ok(envbuild("lock", spec, "-o", lock, cwd=work))
+    (lock / name).unlink(missing_ok=True)
+    os.mkfifo(lock / name)
+    before = listing(lock)
+    for args, (code, words) in ((("lock", spec, "-o", lock, "--check"), check),
+                                (("dockerfile", spec, "-o", tmp_path / "ctx", "--lock-dir", lock), dockerfile)):
+        proc = envbuild(*args, cwd=work)
+        assert proc.returncode == code, proc.stderr
+        assert words in (one_error_line(proc) if code == 2 else proc.stdout)
+    assert listing(lock) == before
+
+
 def test_a_forged_record_removes_nothing(project, tmp_path):
     """A record copied from elsewhere or forged, naming the user's files in the lock folder:
     the new lock replaces only what it proves, and leaves the rest (even lock-named files the
