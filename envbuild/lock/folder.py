@@ -139,8 +139,8 @@ def read_base_packages(folder: Path) -> dict | None:
     """base-packages.json of a lock folder (`envbuild.lock.base_packages`: which pins of the
     pip lock the base image provides), None when there is none or it is unreadable."""
     try:
-        data = json.loads((Path(folder) / BASE_PACKAGES).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_lock_text(Path(folder) / BASE_PACKAGES))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return data if isinstance(data, dict) and isinstance(data.get("from_base"), dict) else None
 

@@ -591,7 +591,7 @@ class _Validator:
         except ValueError:
             name, version = value, None
         known = canonical_framework(name)
-        if known is None or not version or not re.fullmatch(r"\d+(\.\d+)*", version.lstrip("=")):
+        if known is None or not version or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", version.lstrip("=")):
             raise self.fail(path, f"malformed framework {value!r}", f"write NAME==VERSION, e.g. pytorch==2.8.0 "
                             f"(frameworks: {', '.join(FRAMEWORKS)})")
         return f"{known[0]}=={version.lstrip('=')}"
