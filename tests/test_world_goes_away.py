@@ -314,3 +314,16 @@ def test_a_base_that_cannot_be_pulled(project, registry, wheelhouse, mirror, doc
     assert f"the base image {where}/nvidia/cuda:" in line and "cannot be pulled" in line
     assert "--registry-mirror" in line and "no tag was changed" in line
     assert not docker_client.images.list(f"{registry}/{TEST_NAMESPACE}/away-base")
+
+
+@pytest.mark.parametrize("message, auth, transient", [
+    ('Put "http://127.0.0.1:40183/v2/x/manifests/87aefac092976517": EOF', False, True),  # a port, not a 401
+    ("received unexpected HTTP status: 401 Unauthorized", True, False),
+    ("denied: requested access to the resource is denied", True, False),
+    ("received unexpected HTTP status: 503 Service Unavailable", False, True),
+    ("manifest invalid: tag 403abc, digest sha256:ab401cd504", False, False),
+])
+def test_push_errors_are_read_by_their_words_not_by_digits_in_names(message, auth, transient):
+    from envbuild.image.push import AUTH_WORDS, TRANSIENT_WORDS, mentions
+
+    assert (mentions(message, AUTH_WORDS), mentions(message, TRANSIENT_WORDS)) == (auth, transient)
