@@ -27,11 +27,10 @@ import json
 import os
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 
-from envbuild import atomic
+from envbuild import atomic, say
 from envbuild.errors import UserError
 
 MANIFEST = ".envbuild-outputs"
@@ -173,7 +172,7 @@ def replace_owned(out: Path, stage: Path, owned: tuple[str, ...], *, force: bool
                         hint="pass --force to move it aside, or name another folder")
     for name in foreign:
         aside = atomic.move_aside(out / name)
-        print(f"envbuild: moved {out / name}, which envbuild did not write, aside to {aside}", file=sys.stderr)
+        say.note(f"moved {out / name}, which envbuild did not write, aside to {aside}")
     trash = stage / ".replaced"
     trash.mkdir()
     for name in owned:
