@@ -229,25 +229,25 @@ class _Validator:
                 if isinstance(value, (dict, list)):
                     pending.append((child, value))
 
-    def file_keys_known(self) -> bool:
-        """Whether any top-level key written in the file (not set by a flag) is a spec key."""
+    def check_is_a_spec(self) -> None:
+        """Refuse a file none of whose top-level keys is a spec key or close to one (a wrong
+        path, a link to another file): its text may be anything, a password file's too, so
+        none of it is shown, and nothing else is said about it."""
         def from_file(key):  # a flag records no place for the keys above the one it sets
             where = self.raw.key_locations.get((key,))
             return where is not None and not where.startswith("--")
 
-        return any(key in TOP_KEYS for key in self.data if from_file(key))
+        keys = [key for key in self.data if from_file(key)]
+        if keys and not any(key in TOP_KEYS or did_you_mean(key, TOP_KEYS) for key in keys):
+            raise UserError("this file is not an envbuild spec: none of its top-level keys is a spec key",
+                            where=self.raw.source or "spec",
+                            hint=f"check the path; a spec has keys such as {', '.join(TOP_KEYS[:4])}")
 
     def check_keys(self, path: tuple, allowed: tuple[str, ...]) -> None:
         for key in self.mapping(path) if path else self.data:
             if key in allowed:
                 continue
             hint = did_you_mean(key, allowed)
-            if not path and hint is None and not self.file_keys_known():
-                # Not a spec at all (a wrong path, a link to another file): its text may be
-                # anything, a password file's too, so none of it is shown.
-                raise UserError("this file is not an envbuild spec: none of its top-level keys is a spec key",
-                                where=self.raw.source or "spec",
-                                hint=f"check the path; a spec has keys such as {', '.join(TOP_KEYS[:4])}")
             if not path and hint is None:  # a nested key written at the top: `driver:` -> target.driver
                 parent = next((p for p, keys in NESTED_KEYS.items() if key in keys), None)
                 hint = f"put it under `{parent}:`" if parent else None
@@ -278,6 +278,7 @@ class _Validator:
     # --- the spec ------------------------------------------------------------------------
     def spec(self) -> Spec:
         self.check_lengths()  # before any pattern reads a value, and alone: nothing else is read then
+        self.check_is_a_spec()
         collect = self.collect
         collect(lambda: self.check_keys((), TOP_KEYS))
         for parent, keys in NESTED_KEYS.items():
