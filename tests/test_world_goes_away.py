@@ -29,24 +29,28 @@ pytestmark = pytest.mark.docker
 # --- a throwaway Docker engine ------------------------------------------------------------
 
 class Engine:
-    """A dockerd of its own under `root`: its socket, data, exec root and pid file there, and
-    a bridge of its own for its build containers, with no iptables, forwarding or masquerade
+    """A dockerd of its own under `root`: its socket, data, exec root (and with it its
+    containerd and network namespaces) and pid file there, and a bridge of its own, on a
+    subnet of its own, for its build containers, with no iptables, forwarding or masquerade
     changes, so it runs beside the shared engine without touching it. (Not `--bridge none`:
-    with it dockerd deletes the host's docker0, the shared engine's bridge.)"""
+    with it dockerd deletes the host's docker0, the shared engine's bridge: moby's
+    removeDefaultBridgeInterface.)"""
 
-    def __init__(self, root: Path, bridge: str):
-        self.root, self.bridge = root, bridge
+    def __init__(self, root: Path, bridge: str, subnet: int):
+        self.root, self.bridge, self.address = root, bridge, f"10.213.{subnet}.1/24"
         self.socket = root / "docker.sock"
         self.host = f"unix://{self.socket}"
         self.process: subprocess.Popen | None = None
+        self.log = None
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode:
             for command in (["link", "add", self.bridge, "type", "bridge"],
-                            ["addr", "add", "10.213.7.1/24", "dev", self.bridge], ["link", "set", self.bridge, "up"]):
+                            ["addr", "add", self.address, "dev", self.bridge], ["link", "set", self.bridge, "up"]):
                 subprocess.run(["ip", *command], check=True, capture_output=True)
-        self.log = open(self.root / "dockerd.log", "ab")
+        if self.log is None:  # a restart writes on in the same log
+            self.log = open(self.root / "dockerd.log", "ab")
         self.process = subprocess.Popen(
             ["dockerd", "--host", self.host, "--data-root", str(self.root / "data"),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"),
@@ -110,20 +114,24 @@ class Engine:
                 subprocess.run(["umount", "-l", mount], capture_output=True)
         subprocess.run(["rm", "-rf", str(self.root)], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        self.log.close()
+        if self.log is not None:
+            self.log.close()
 
 
 @pytest.fixture
 def engine(services, tmp_path_factory):
     if os.geteuid() != 0:
         pytest.fail("a throwaway dockerd needs root (the CI machine runs the suite as root)")
-    run = uuid.uuid4().hex[:8]
-    root = Path("/tmp") / f"envbuild-engine-{run}"  # short: a unix socket path is <108 bytes
-    started = Engine(root, f"ebt{run}")  # an interface name has at most 15 characters
+    run = uuid.uuid4()
+    root = Path("/tmp") / f"envbuild-engine-{run.hex[:8]}"  # short: a unix socket path is <108 bytes
+    # an interface name has at most 15 characters; runs side by side get different subnets
+    started = Engine(root, f"ebt{run.hex[:8]}", subnet=run.int % 256)
     shared_bridge = _has_docker0()
-    started.start()
-    yield started
-    started.remove()
+    try:
+        started.start()
+        yield started
+    finally:  # also when it failed to start: nothing of it stays behind
+        started.remove()
     assert _has_docker0() == shared_bridge  # the shared engine's bridge is still there
 
 
