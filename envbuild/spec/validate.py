@@ -518,6 +518,9 @@ class _Validator:
             if not 1 <= cc.major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
             return str(cc)
+        if not name.isascii():  # the matcher reads other letters as spaces: "A100:８" would be an A100
+            raise self.fail(path, f"unreadable GPU name {shown(name)}",
+                            "write it in ASCII letters and digits, e.g. A100 or 8.6")
         found, hint = self.gpu_check(name) if self.gpu_check else (False, None)
         if found:
             return name
