@@ -93,7 +93,7 @@ def _refuse_foreign_lock_dir(lock_dir: Path) -> None:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise UserError(f"the lock there is missing or out of date, and the folder holds files that are no part "
                         f"of a lock ({shown}), so envbuild does not write one there", where=f"--lock-dir {lock_dir}",
-                        hint=f"name a folder of its own (it is created), or run `envbuild lock -o {lock_dir}` first")
+                        hint=f"name a new folder, which envbuild creates, or run `envbuild lock -o {lock_dir}` first")
 
 
 # --- context ------------------------------------------------------------------------------
