@@ -44,7 +44,7 @@ class Fetched:
 def set_aside(path: Path, why: str) -> None:
     """A file in the way of a download is never replaced or deleted: moved to a free name."""
     aside = move_aside(path)
-    say.note(f"moved {path} ({why}) aside to {aside}")
+    say.warning(f"moved {path} ({why}) aside to {aside}")
 
 
 def _is_file(path: Path) -> bool:

@@ -185,7 +185,7 @@ def test_hostile_output_folders_lose_nothing(project, donor, tmp_path, case):
 
     forced = ok(envbuild("dockerfile", spec, "-o", out, "--lock-dir", work / "lock", "--force", cwd=work))
     said = [line for line in forced.stderr.splitlines() if " aside to " in line]
-    assert sorted(said) == sorted(f"envbuild: moved {out / name}, which envbuild did not write, aside to "
+    assert sorted(said) == sorted(f"envbuild: warning: moved {out / name}, which envbuild did not write, aside to "
                                   f"{out / name}.before-envbuild" for name in moved)
     after = listing(out)
     for rel, kind in before.items():

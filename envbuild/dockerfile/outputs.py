@@ -172,7 +172,7 @@ def replace_owned(out: Path, stage: Path, owned: tuple[str, ...], *, force: bool
                         hint="pass --force to move it aside, or name another folder")
     for name in foreign:
         aside = atomic.move_aside(out / name)
-        say.note(f"moved {out / name}, which envbuild did not write, aside to {aside}")
+        say.warning(f"moved {out / name}, which envbuild did not write, aside to {aside}")
     trash = stage / ".replaced"
     trash.mkdir()
     for name in owned:

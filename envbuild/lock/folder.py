@@ -479,4 +479,4 @@ def _set_aside_unless_ours(folder: Path, name: str, old: dict[str, str], new: di
     if not os.path.lexists(path) or is_proven(folder, name, old) or is_proven(folder, name, new):
         return
     aside = move_aside(path)
-    say.note(f"moved {path}, which envbuild did not write, aside to {aside}")
+    say.warning(f"moved {path}, which envbuild did not write, aside to {aside}")
