@@ -71,6 +71,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if lock_dir is not None:
         if lock_dir.is_dir() and not check(spec, resolution, None, lock_dir, others):
             return lock_dir
+        _refuse_foreign_lock_dir(lock_dir)
         target = lock_dir
     else:
         target = scratch / "lock"
@@ -83,6 +84,20 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
     return target
+
+
+def _refuse_foreign_lock_dir(lock_dir: Path) -> None:
+    """A --lock-dir that holds anything but a lock (a project root, /etc) is read, never
+    written: `envbuild lock -o DIR` is the one command that puts a lock among other files."""
+    from envbuild.errors import UserError
+    from envbuild.lock.folder import foreign_entries
+
+    foreign = foreign_entries(lock_dir)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"the lock there is missing or out of date, and the folder holds files that are no part "
+                        f"of a lock ({shown}), so envbuild does not write one there", where=f"--lock-dir {lock_dir}",
+                        hint=f"name a new folder, which envbuild creates, or run `envbuild lock -o {lock_dir}` first")
 
 
 # --- context ------------------------------------------------------------------------------
@@ -229,7 +244,7 @@ def verify_gate(image_id: str, expect: Expectations, progress) -> dict:
 def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *, progress=None) -> ImageResult:
     """The image for a resolved, locked spec: built or found by its content tag, verified
     when asked, then tagged and pushed."""
-    from envbuild.image import build as engine_build, make
+    from envbuild.image import build as engine_build, engine, make
 
     start = time.monotonic()
     progress = progress or engine_build.Progress()
@@ -244,14 +259,18 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
         built = context(options.keep_context or workdir / "context", resolution, lock_dir, platform=platform,
                         mirror=options.mirror, pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
                         force=options.force_context)
-        result = make.build(resolution, built, options, platform=platform, progress=progress)
+        with engine.answering("the build"):
+            result = make.build(resolution, built, options, platform=platform, progress=progress)
         if not result.done:
             if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
-                result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
-                                                  progress)
-            make.tag(result, options, progress=progress, start=start)
+                with engine.answering("verification"):
+                    result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
+                                                      progress)
+            with engine.answering("tagging"):
+                make.tag(result, options, progress=progress, start=start)
             if options.push:
-                make.push(result, options, progress=progress)
+                with engine.answering("the push", afterwards=make.PUSH_AFTERWARDS):
+                    make.push(result, options, progress=progress)
         result.seconds = time.monotonic() - start
         return result
     finally:

@@ -66,10 +66,12 @@ class RegistryClient:
         try:
             return self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
-            raise EnvironmentProblem(
-                f"cannot reach registry {self.ref.registry} ({type(exc).__name__})",
-                hint="check the network, or use --registry-mirror to pull through a reachable mirror",
-            ) from None
+            # A mirror serves pulls only: it is no help to a push, nor to the look-up before one.
+            hint = (f"check that {self.ref.registry} is up and reachable; the image is pushed there"
+                    if "push" in self.actions else
+                    "check the network, or use --registry-mirror to pull through a reachable mirror")
+            raise EnvironmentProblem(f"cannot reach registry {self.ref.registry} ({type(exc).__name__})",
+                                     hint=hint) from None
 
     def _authorize(self, response) -> bool:
         """Answer a 401 challenge; True when a retry makes sense."""

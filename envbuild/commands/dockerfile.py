@@ -16,7 +16,8 @@ def configure(parser) -> None:
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder to write; only envbuild's own entries there (Dockerfile, envbuild/) are replaced")
     parser.add_argument("--force", action="store_true",
-                        help="write into a folder that holds other files (they are left as they are)")
+                        help="write into a folder that holds other files: they are left as they are, and a "
+                             "Dockerfile or envbuild/ that envbuild did not write is moved aside")
     add_build_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the outcome as one JSON object (schema/dockerfile.schema.json)")

@@ -23,7 +23,8 @@ def configure(parser) -> None:
                        help="run the verification probe on the new image before tagging and pushing it")
     group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
     group.add_argument("--force", action="store_true",
-                       help="keep the context in a --context folder that holds other files (they are left as they are)")
+                       help="keep the context in a --context folder that holds other files: they are left as "
+                            "they are, and a Dockerfile or envbuild/ that envbuild did not write is moved aside")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
     group.add_argument("--json", action="store_true",
@@ -54,7 +55,7 @@ def run(args) -> int:
 
     from envbuild.commands._build_inputs import lock_dir_for, resolve_spec
     from envbuild.errors import UserError
-    from envbuild.image import engine
+    from envbuild.image import engine, make
     from envbuild.progress import Progress
     from envbuild.image.make import ImageOptions
     from envbuild.pipeline import make_image
@@ -64,6 +65,7 @@ def run(args) -> int:
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    make.check_repository(repository)  # a bad name fails before any work
     if args.context is not None:  # a folder that cannot take the context fails before any work
         from envbuild.dockerfile import outputs
         from envbuild.dockerfile.context import OWNED

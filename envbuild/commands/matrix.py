@@ -528,7 +528,7 @@ def _refresh(args) -> int:
         if count and not args.check:
             refresh.write(directory, result.rows)
         if diff_file is not None:
-            atomic.write_text(diff_file, text)
+            atomic.write_output(diff_file, text)
     except OSError as exc:
         from envbuild.errors import EnvironmentProblem
 

@@ -193,5 +193,5 @@ def _answer(args: argparse.Namespace, data: dict, summary) -> None:
         print(json.dumps(data, indent=2))
         return
     if args.json:
-        atomic.write_text(args.json, json.dumps(data, indent=2) + "\n")
+        atomic.write_output(args.json, json.dumps(data, indent=2) + "\n")
     print(summary())

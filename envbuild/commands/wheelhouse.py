@@ -28,9 +28,10 @@ def run(args) -> int:
     from envbuild.dockerfile.lockfiles import read_lock_dir
     from envbuild.lock.virtual import glibc_for
     from envbuild.progress import Progress
-    from envbuild.wheelhouse import fill
+    from envbuild.wheelhouse import fill, guard
 
     args.wheelhouse = None  # the folder being filled is not an input here
+    guard(args.output)  # a folder that cannot be one fails before any work
     spec, resolution = resolve_spec(args)
     stack = resolution.resolved
     platform = args.platform or stack.platform

@@ -11,9 +11,10 @@ Layout (the Dockerfile templates rely on it):
     envbuild/wheelhouse/      wheels for offline installs (--wheelhouse)
     envbuild/image/           copied into the image as /opt/envbuild: probe.py, lock/
 
-`Dockerfile` and `envbuild/` are the only entries envbuild owns in the folder
+`Dockerfile` and `envbuild/` are the only entries envbuild writes in the folder
 (`outputs.py`): they are written in a staging folder and moved in only when complete, so a
-failed run leaves the previous context as it was, and nothing else there is ever touched.
+failed run leaves the previous context as it was. An old entry is replaced only where the
+folder's record proves envbuild wrote it; nothing else there is ever touched.
 """
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try:
         os.link(src, dst)  # same filesystem: instant and no extra space
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a new file: the umask's mode
 
 
 def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: Path | None,
@@ -105,9 +106,9 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
     ctx = stage / "envbuild"
     (ctx / "image" / "lock").mkdir(parents=True)
     (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
-    shutil.copy2(HERE / "install.py", ctx / "install.py")
+    shutil.copyfile(HERE / "install.py", ctx / "install.py")  # new files: the umask's mode, not the package's
     if PROBE_FILE.is_file():
-        shutil.copy2(PROBE_FILE, ctx / "image" / "probe.py")
+        shutil.copyfile(PROBE_FILE, ctx / "image" / "probe.py")
     for path in lock.files:  # an index URL's credentials stay out of the image
         (ctx / "image" / "lock" / path.name).write_text(strip_text(path.read_text(encoding="utf-8")), encoding="utf-8")
     for name, text in extra_lock_files.items():
@@ -198,7 +199,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
         stage = outputs.staging(out)
         try:
             _fill(stage, lock, dockerfile, wheelhouse, extra, facts.python_min(lock.installer))
-            outputs.replace_owned(out, stage, OWNED)
+            outputs.replace_owned(out, stage, OWNED, force=force)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
     return BuildContext(out, dockerfile, base_ref, digest, lock.installer)

@@ -108,13 +108,18 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
         _say(progress, f"up to date: {ref} already exists locally; nothing to build")
         return result
     client = engine.connect()
+    import docker  # the SDK: connect() has loaded it
 
     if result.image_id:
         result.cached = "local"
     elif options.check_registry and _in_registry(ref):
         result.cached = "registry"
     if result.cached == "registry" and (options.extra_tags or options.verify):  # both need the image here
-        client.api.pull(options.repository, content)
+        try:
+            client.api.pull(options.repository, content)
+        except docker.errors.APIError as exc:
+            raise EnvironmentProblem(f"{ref} is in the registry but cannot be pulled ({exc.explanation or exc})",
+                                     hint="check that the registry is reachable from the Docker engine") from None
         result.image_id = engine.local_image_id(client, ref)
     if result.cached:
         _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
@@ -129,15 +134,20 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
     return result
 
 
+# What is true of the tags when a push fails part way (see `push`).
+PUSH_AFTERWARDS = "only the tags whose push finished are in the registry; the others are where they were"
+
+
 def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -> None:
-    """Move the content tag and the extra tags onto the image."""
+    """Move the content tag onto the image, and the extra tags unless a push follows (then
+    `push` moves each one as it is pushed)."""
     from envbuild.image import engine
 
     if not result.image_id:  # in the registry only, and nothing here needs it
         return
     client = engine.connect()
     repository, content = options.repository, result.ref.rsplit(":", 1)[1]
-    for name in (content, *options.extra_tags):
+    for name in (content, *(() if options.push else options.extra_tags)):
         client.api.tag(result.image_id, repository, name)
         result.tags.append(f"{repository}:{name}")
     result.size_bytes = client.api.inspect_image(result.image_id).get("Size")
@@ -146,35 +156,60 @@ def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -
 
 
 def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
-    """Push the content tag (unless the registry has it) and the extra tags."""
+    """Push the content tag (unless the registry has it), then each extra tag: moved onto
+    the image here, pushed, and put back where it was if its push fails. A push cut off
+    part way so moves no tag whose push did not finish, in the registry or locally (the
+    content tag names this content wherever it points)."""
     from envbuild.dockerfile.reference import parse
     from envbuild.image import engine, push as engine_push
 
     client = engine.connect()
     repository, content = options.repository, result.ref.rsplit(":", 1)[1]
-    names = [content, *options.extra_tags]
+    in_registry = False
     if result.cached == "registry":  # the content tag is there already
         from envbuild.registry import manifest_digest
 
         result.pushed_digest = manifest_digest(parse(result.ref))
-        names = list(options.extra_tags)
+        in_registry = True
     elif result.cached == "local" and options.check_registry:
         # found here by its content tag: pushed before when the registry has that tag too
         # (the same tag is the same inputs), so only the extra tags go up
         digest = _registry_digest(result.ref)
         if digest:
             result.pushed_digest = digest
-            names = list(options.extra_tags)
-    for name in names:
+            in_registry = True
+    if not in_registry:
+        _say(progress, f"pushing {repository}:{content}")
+        result.pushed_digest = engine_push.push(client, repository, content, progress=progress)
+    for name in options.extra_tags:
+        before = engine.local_image_id(client, f"{repository}:{name}")
+        client.api.tag(result.image_id, repository, name)
         _say(progress, f"pushing {repository}:{name}")
-        result.pushed_digest = engine_push.push(client, repository, name, progress=progress)
+        try:
+            result.pushed_digest = engine_push.push(client, repository, name, progress=progress)
+        except BaseException:
+            _put_back(client, repository, name, before)
+            raise
+        result.tags.append(f"{repository}:{name}")
     _say(progress, f"pushed {repository}@{result.pushed_digest}")
+
+
+def _put_back(client, repository: str, name: str, image_id: str | None) -> None:
+    """The local tag `name` as it was before: on its old image, or gone if it had none.
+    Best effort: an engine that went away cannot be asked (its error is the one reported)."""
+    try:
+        if image_id:
+            client.api.tag(image_id, repository, name)
+        else:
+            client.api.remove_image(f"{repository}:{name}", noprune=True)
+    except Exception:  # noqa: BLE001 - the push's own error is the one to report
+        pass
 
 
 def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
     """Pull the base with progress (a multi-GB framework base takes minutes); return the
-    digest it was pulled by, None when the engine could not pull it (the build then
-    uses what the engine has, or fails with the engine's own words)."""
+    digest it was pulled by. When the engine cannot pull it, the copy it has is used
+    (air-gapped hosts); with none, the base is what went away: one line, exit 3."""
     import docker
 
     from envbuild.image.build import _docker_platform
@@ -182,6 +217,7 @@ def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
     name, _, digest = base_ref.partition("@")
     repository, tag = (name.rsplit(":", 1) if ":" in name.rsplit("/", 1)[-1] else (name, "latest"))
     layers = {}
+    failed = None
     try:
         for item in client.api.pull(repository, digest or tag, stream=True, decode=True,
                                     platform=_docker_platform(platform)):
@@ -195,18 +231,32 @@ def pull_base(client, base_ref: str, platform: str, progress) -> str | None:
             elif item.get("status", "").startswith("Digest: "):
                 digest = item["status"].split(" ", 1)[1].strip()
             if "error" in item:
+                failed = (item.get("errorDetail") or {}).get("message") or item["error"]
                 break
-    except docker.errors.APIError:
-        pass
+    except docker.errors.APIError as exc:
+        failed = exc.explanation or str(exc)
     progress.done()
-    if not digest:  # not pullable here (air-gapped): the digest the engine recorded, if any
-        try:
-            found = client.api.inspect_image(base_ref).get("RepoDigests") or []
-        except docker.errors.APIError:
-            found = []
-        digest = next((d.split("@", 1)[1] for d in found if d.split("@", 1)[0] == repository), None) or \
-            next((d.split("@", 1)[1] for d in found), None)
-    return digest or None
+    if failed is None and digest:
+        return digest
+    try:  # not pullable here (air-gapped): the copy the engine has, and the digest it recorded
+        found = client.api.inspect_image(base_ref).get("RepoDigests") or []
+    except docker.errors.ImageNotFound:
+        raise _base_not_pulled(base_ref, failed) from None
+    except docker.errors.APIError:
+        found = []
+    return digest or next((d.split("@", 1)[1] for d in found if d.split("@", 1)[0] == repository), None) or \
+        next((d.split("@", 1)[1] for d in found), None)
+
+
+def _base_not_pulled(base_ref: str, why: str | None) -> EnvironmentProblem:
+    from envbuild.dockerfile.reference import parse
+
+    registry = parse(base_ref).registry
+    first = " ".join((why or "no reason given").split())[:300]
+    return EnvironmentProblem(
+        f"the base image {base_ref} cannot be pulled, and the Docker engine has no copy of it ({first})",
+        hint=f"check the reference and that {registry} is reachable from the engine (`docker login {registry}` "
+             "if it needs one), or pull it through a reachable mirror with --registry-mirror HOST; no tag was changed")
 
 
 def build_labels(resolution: Resolution, ref: str, base_digest: str | None) -> dict[str, str]:

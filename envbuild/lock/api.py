@@ -20,6 +20,7 @@ from typing import Mapping
 
 from envbuild import matrix
 from envbuild.errors import UserError
+from envbuild.lock import folder
 from envbuild.lock.cuda_check import CudaReport, judge, lock_pip
 from envbuild.lock.metadata import Stamp, stamp_for
 from envbuild.lock.solve import LockedPackage, SolveFailed
@@ -106,8 +107,8 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     first = resolutions[chosen[0]]
 
     # Everything that can fail runs before anything is written.
-    if out.exists() and not out.is_dir():
-        raise UserError("exists and is not a folder", where=str(out), hint="name a folder for the lockfiles")
+    folder.guard(out, str(out), _names_written(any(needs_conda(spec, r) for r in resolutions.values()),
+                                               any(needs_pip(spec, r) for r in resolutions.values()), chosen))
     requests, solved = [], {}
     if any(needs_conda(spec, r) for r in resolutions.values()):
         requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,), glibc)]
@@ -213,7 +214,7 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
 def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp, about: tuple[str, ...] = ()) -> None:
     """requirements.lock (`about`: header lines on the CUDA it installs) and, when every file
     is hashed (PEP 751 wants that), pylock.toml."""
-    from envbuild.lock import folder, pip_lock, pylock
+    from envbuild.lock import pip_lock, pylock
 
     name = folder.pip_lock_name(platform, first)
     new.write_text(name, pip_lock.render(lock_, stamp, name, about))
@@ -249,6 +250,17 @@ def _cuda_reports(resolutions: dict[str, Resolution], platforms, solved, pip_loc
         if stack.cuda or report.components:
             out.append(report)
     return tuple(out)
+
+
+def _names_written(conda: bool, pip: bool, platforms) -> list[str]:
+    """The files a lock may write, known before the solve."""
+    names = []
+    if conda:
+        names += [folder.CONDA_LOCKFILE, *(folder.explicit_name(p) for p in platforms)]
+    if pip:
+        names += [folder.BASE_PACKAGES] + [name for i, p in enumerate(platforms)
+                                            for name in (folder.pip_lock_name(p, i == 0), folder.pylock_name(p, i == 0))]
+    return names
 
 
 def _sources(spec: Spec) -> list[str]:

@@ -114,7 +114,7 @@ def write_junit(path, report: dict[str, Any]) -> None:
     root.set("tests", str(sum(int(s.get("tests")) for s in root)))
     root.set("failures", str(sum(int(s.get("failures")) for s in root)))
     ET.indent(root)
-    with atomic.replacing(path, "wb") as fh:
+    with atomic.output(path, "wb") as fh:
         ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
 
 
