@@ -278,6 +278,15 @@ class Package(Row):
     sets: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ImageLayer(Row):
+    """A layer of a pip environment's image: the locked pins whose PEP 503 name matches one
+    of `packages` (shell-style patterns), in the image order of the rows."""
+
+    layer: str = ""  # names the build stage: lower-case letters, digits and dashes
+    packages: tuple[str, ...] = ()
+
+
 # --- matrices/pythons.yaml --------------------------------------------------------------------
 @dataclass(frozen=True)
 class PythonRelease(Row):
