@@ -144,7 +144,7 @@ def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
     validate("dockerfile", rendered)
     assert rendered["packages"]["installed"] == {"acme-app": "1.0"}
     assert rendered["packages"]["from_base"] == {"acme-core": "1.0", "acme-util": "2.0"}
-    installed = (tmp_path / "ctx" / "envbuild" / "pip.lock").read_text()
+    installed = "".join(p.read_text() for p in (tmp_path / "ctx" / "envbuild" / "layers").glob("*/requirements.lock"))
     assert "acme-app==1.0" in installed and "acme-core" not in installed and "acme-util" not in installed
     text_out = ok(envbuild("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
                            cwd=tmp_path)).stdout

@@ -11,12 +11,14 @@ py-rattler which it installs into a throw-away folder of that stage. It reads
   (the same installer `envbuild lock` solves with), after checking each archive's
   hash against the lock; archives bundled in the context are used as they are, the
   others are downloaded; or
-- pip: creates a venv over the base's Python (so a framework already in the base
-  stays importable), with pip in it when that Python has ensurepip (python3-venv),
-  and runs pip on the locked requirements (hash-checked when the lock carries hashes).
+- pip, `install.py PLAN.json`: creates a venv over the base's Python (so a framework
+  already in the base stays importable); then, in a build stage of its own for each layer
+  of the environment, `install.py PLAN.json LAYER_DIR` runs pip on that layer's part of
+  the lock (hash-checked when the lock carries hashes) with `--root`, so the stage holds
+  that layer's files alone, under LAYER_ROOT, for the final image to copy.
 
 Nothing it downloads or caches lives outside the build stage, which the final image
-never copies; only the prefix is copied.
+never copies; only the prefix and the layers' roots are copied.
 """
 from __future__ import annotations
 
@@ -72,7 +74,8 @@ def pip_command(python: str, wheelhouse: str | None, tools: str) -> list[str]:
 
 def pip_install_args(wheelhouse: str | None) -> list[str]:
     args = ["install", "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--no-warn-script-location"]
-    if wheelhouse and any(name.endswith(".whl") or name.endswith(".tar.gz") for name in os.listdir(wheelhouse)):
+    if wheelhouse and os.path.isdir(wheelhouse) and any(
+            name.endswith(".whl") or name.endswith(".tar.gz") for name in os.listdir(wheelhouse)):
         args += ["--no-index", "--find-links", wheelhouse]  # offline: everything comes from the context
     return args
 
@@ -125,21 +128,83 @@ def install_conda(plan: dict, context: str, wheelhouse: str | None) -> None:
             + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
 
 
-def install_pip(plan: dict, context: str, wheelhouse: str | None) -> None:
+# `pip` in the venv of a base whose Python has pip: that pip, run by the venv's Python,
+# installs into the venv (a venv sees the base's packages, so it needs no copy of pip).
+PIP_SCRIPT = """#!{python}
+# The base image's pip, run by this environment's Python: it installs into {prefix}.
+import runpy
+
+runpy.run_module("pip", run_name="__main__", alter_sys=True)
+"""
+
+
+def make_venv(plan: dict) -> None:
+    """The venv the layers are installed into. The user can add packages to it later with
+    `pip`: the base's pip when its Python has one, else the venv's own from ensurepip
+    (python3-venv); a base with neither gets a bare venv."""
     prefix = plan["prefix"]
-    # With ensurepip the environment gets its own pip (the user can add packages later);
-    # without it (a base lacking python3-venv) the venv is made bare and pip comes from
-    # the wheelhouse or the base.
-    bare = [] if has_ensurepip(sys.executable) else ["--without-pip"]
-    run([sys.executable, "-m", "venv", *bare, "--system-site-packages", prefix])
+    base_pip = runs([sys.executable, "-m", "pip", "--version"])
+    own_pip = not base_pip and has_ensurepip(sys.executable)
+    run([sys.executable, "-m", "venv", *([] if own_pip else ["--without-pip"]), "--system-site-packages", prefix])
+    if base_pip:
+        python = os.path.join(prefix, "bin", "python")
+        for name in ("pip", "pip3"):
+            path = os.path.join(prefix, "bin", name)
+            with open(path, "w") as handle:
+                handle.write(PIP_SCRIPT.format(python=python, prefix=prefix))
+            os.chmod(path, 0o755)
+
+
+def install_layer(plan: dict, context: str, layer: str, wheelhouse: str | None) -> None:
+    """One layer: pip installs its part of the lock as if into the venv, but under a root
+    folder of its own (`--root`), which then holds exactly this layer's files. Installed
+    packages of the base or of other layers are not looked at (`--ignore-installed`, and
+    the lock pins every dependency, `--no-deps`)."""
+    prefix = plan["prefix"]
+    root = os.path.join(context, "root")
     python = os.path.join(prefix, "bin", "python")
-    run(pip_command(python, wheelhouse, context) + pip_install_args(wheelhouse)
-        + ["--no-deps", "-r", os.path.join(context, plan["pip_lock"])])
+    args = pip_command(python, wheelhouse, context) + pip_install_args(os.path.join(layer, "wheels"))
+    if plan.get("require_hashes"):
+        args.append("--require-hashes")
+    run(args + ["--no-deps", "--ignore-installed", "--root", root, "-r", os.path.join(layer, "requirements.lock")])
+    outside = _outside(root, prefix)
+    if outside:  # the final image copies the prefix's part of the root only
+        fail(f"pip put files outside {prefix}: {outside[0]}" + (f" and {len(outside) - 1} more" if len(outside) > 1 else ""))
+    # The folders above the layer's files are copied over the image's own: give them the
+    # image's owner, mode and times, so the copy changes nothing of them.
+    path = prefix
+    while True:
+        found, staged = os.stat(path), os.path.join(root, path.lstrip("/"))
+        if os.path.isdir(staged):
+            if os.geteuid() == 0:  # a build runs as root; elsewhere the owner is the caller
+                os.chown(staged, found.st_uid, found.st_gid)
+            os.chmod(staged, found.st_mode & 0o7777)
+            os.utime(staged, ns=(found.st_atime_ns, found.st_mtime_ns))
+        if path == "/":
+            break
+        path = os.path.dirname(path)
+
+
+def _outside(root: str, prefix: str) -> list[str]:
+    """What pip wrote under `root` that is neither in the prefix nor a folder above it."""
+    staged = os.path.join(root, prefix.lstrip("/"))
+    found = []
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            if not (_within(path, staged) or _within(staged, path)):
+                found.append("/" + os.path.relpath(path, root))
+        dirs[:] = [name for name in dirs if _within(staged, os.path.join(top, name))]  # on the way to the prefix
+    return sorted(found)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + os.sep)
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 1:
-        fail("usage: install.py PLAN.json")
+    if len(argv) not in (1, 2):
+        fail("usage: install.py PLAN.json [LAYER_DIR]")
     with open(argv[0]) as handle:
         plan = json.load(handle)
     context = os.path.dirname(os.path.abspath(argv[0]))
@@ -151,8 +216,12 @@ def main(argv: list[str]) -> None:
              f"{plan.get('python_min') or '3.10'} or newer (matrices/base_images.yaml installer_python)")
     if plan["installer"] == "conda":
         install_conda(plan, context, wheelhouse)
+    elif len(argv) == 2:
+        install_layer(plan, context, os.path.abspath(argv[1]), wheelhouse)
+        print(f"envbuild-install: layer {os.path.basename(argv[1])} ready", flush=True)
+        return
     else:
-        install_pip(plan, context, wheelhouse)
+        make_venv(plan)
     print(f"envbuild-install: environment ready in {plan['prefix']}", flush=True)
 
 
