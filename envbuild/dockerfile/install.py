@@ -23,14 +23,17 @@ never copies; only the prefix and the layers' roots are copied.
 from __future__ import annotations
 
 import asyncio
+import compileall
 import glob
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.parse
 import urllib.request
+import zipfile
 
 
 def fail(message: str) -> None:
@@ -54,10 +57,19 @@ def has_ensurepip(python: str) -> bool:
     return runs([python, "-c", "import ensurepip"])
 
 
+# Where the pip mode's venv step unpacks the wheelhouse's pip for the layers' steps: pip run
+# from its wheel imports from the zip file, several seconds per step.
+UNPACKED_PIP = "pip-unpacked"
+
+
 def pip_command(python: str, wheelhouse: str | None, tools: str) -> list[str]:
-    """A pip for `python`: the wheelhouse's pip wheel when one is given and runs on this
-    Python (offline builds), else the pip `python` already has, else a throw-away venv made
-    with ensurepip in `tools` (its pip installs into other places with --target / -r)."""
+    """A pip for `python`: the wheelhouse's pip (unpacked in `tools` by the venv step, or
+    run from its wheel) when one is given and runs on this Python (offline builds), else
+    the pip `python` already has, else a throw-away venv made with ensurepip in `tools`
+    (its pip installs into other places with --target / -r)."""
+    unpacked = os.path.join(tools, UNPACKED_PIP, "pip")
+    if os.path.isdir(unpacked):  # made by the same interpreter the venv runs
+        return [python, unpacked]
     wheels = sorted(glob.glob(os.path.join(wheelhouse, "pip-*.whl"))) if wheelhouse else []
     if wheels and runs([python, os.path.join(wheels[-1], "pip"), "--version"]):
         return [python, os.path.join(wheels[-1], "pip")]
@@ -138,11 +150,21 @@ runpy.run_module("pip", run_name="__main__", alter_sys=True)
 """
 
 
-def make_venv(plan: dict) -> None:
+def make_venv(plan: dict, context: str, wheelhouse: str | None) -> None:
     """The venv the layers are installed into. The user can add packages to it later with
     `pip`: the base's pip when its Python has one, else the venv's own from ensurepip
-    (python3-venv); a base with neither gets a bare venv."""
+    (python3-venv); a base with neither gets a bare venv. The wheelhouse's pip, when it
+    has one, is unpacked here (outside the venv) for the layers' steps."""
     prefix = plan["prefix"]
+    wheels = sorted(glob.glob(os.path.join(wheelhouse, "pip-*.whl"))) if wheelhouse else []
+    if wheels:  # pip is pure Python: its wheel unpacked is pip, if it runs on this Python at all
+        unpacked = os.path.join(context, UNPACKED_PIP)
+        with zipfile.ZipFile(wheels[-1]) as wheel:
+            wheel.extractall(unpacked)
+        if runs([sys.executable, os.path.join(unpacked, "pip"), "--version"]):
+            compileall.compile_dir(unpacked, quiet=1)  # once here, not in every layer's step
+        else:
+            shutil.rmtree(unpacked)
     base_pip = runs([sys.executable, "-m", "pip", "--version"])
     own_pip = not base_pip and has_ensurepip(sys.executable)
     run([sys.executable, "-m", "venv", *([] if own_pip else ["--without-pip"]), "--system-site-packages", prefix])
@@ -221,7 +243,7 @@ def main(argv: list[str]) -> None:
         print(f"envbuild-install: layer {os.path.basename(argv[1])} ready", flush=True)
         return
     else:
-        make_venv(plan)
+        make_venv(plan, context, wheelhouse)
     print(f"envbuild-install: environment ready in {plan['prefix']}", flush=True)
 
 
