@@ -14,7 +14,7 @@ import signal
 import sys
 
 from envbuild import __version__
-from envbuild.errors import EnvironmentProblem, Refused, UserError
+from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors
 
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
@@ -29,8 +29,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     subcommand's options cost about 1 ms to declare, more than `resolve` itself."""
     parser = _Parser(prog="envbuild", description="GPU environments that work on the GPU they will run on.")
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
-    parser.add_argument("--completion", choices=("bash", "zsh"),
+    parser.add_argument("--completion", choices=("bash", "zsh", "fish"),
                         help="print a shell completion script: eval \"$(envbuild --completion bash)\"")
+    add_verbosity_arguments(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in (only,) if only else COMMANDS:
         try:
@@ -41,8 +42,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue  # command not shipped in this build
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(cmd)
+        _verbosity_after(cmd)
         cmd.set_defaults(_run=module.run)
     return parser
+
+
+def add_verbosity_arguments(parser: argparse.ArgumentParser, *, default) -> None:
+    """-q/--quiet and -v/--verbose, taken before or after the subcommand (envbuild/say.py)."""
+    group = parser.add_argument_group("output")
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="errors and warnings only: no progress, no notes")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also the details: the commands envbuild runs (credentials masked), the inputs it read")
+
+
+def _verbosity_after(parser: argparse.ArgumentParser) -> None:
+    """-q/-v after a subcommand (and a `matrix` topic) too; SUPPRESS keeps one given before it."""
+    add_verbosity_arguments(parser, default=argparse.SUPPRESS)
+    for action in parser._actions:  # argparse keeps subparsers here; there is no public accessor
+        if isinstance(action, argparse._SubParsersAction):
+            for topic in action.choices.values():
+                _verbosity_after(topic)
 
 
 def main(argv: list[str] | None = None, *, leaving: bool = False) -> int:
@@ -72,7 +92,13 @@ def _main(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
     except UserError as exc:
-        return _fail(exc, json_wanted=any(a == "--json" or a.startswith("--json=") for a in argv))
+        return _fail(exc, json_wanted=_json_flag(argv))
+    if args.quiet and args.verbose:
+        return _fail(UserError("-q and -v ask for opposite things", where="-q/-v", hint="give one of them"),
+                     json_wanted=_json_flag(argv))
+    from envbuild import say
+
+    say.set_level(say.QUIET if args.quiet else say.VERBOSE if args.verbose else say.NORMAL)
     if getattr(args, "completion", None):
         from envbuild.completion import script
 
@@ -107,6 +133,10 @@ def _main(argv: list[str]) -> int:
         return 130
 
 
+def _json_flag(argv: list[str]) -> bool:
+    return any(a == "--json" or a.startswith("--json=") for a in argv)
+
+
 def _fail(exc: UserError, *, json_wanted: bool) -> int:
     """The one-line error on stderr; with --json also one JSON object on stdout, so a CI
     parser never reads an empty stdout (schema: schema/error.schema.json).
@@ -118,7 +148,8 @@ def _fail(exc: UserError, *, json_wanted: bool) -> int:
         from envbuild.terminal import for_stream
 
         sys.stderr.write(for_stream(exc.evidence, sys.stderr).rstrip("\n") + "\n")
-    print(f"envbuild: error: {exc.line()}", file=sys.stderr)
+    for line in exc.lines():  # one mistake a line (a spec's are all reported at once)
+        print(f"envbuild: error: {line}", file=sys.stderr)
     if json_wanted:
         import json
 
@@ -195,9 +226,12 @@ def error_json(exc: UserError) -> dict:
         return None if text is None else mask_text(text)
 
     evidence = masked(strip_ansi(exc.evidence)) if exc.evidence else None
-    return {"verdict": "error",
-            "error": {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
-                      "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}}
+    error = {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
+             "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}
+    if isinstance(exc, UserErrors):  # every mistake; the fields above are the first one's
+        error["errors"] = [{"line": e.line(), "message": masked(e.message), "where": masked(e.where),
+                            "hint": masked(e.hint)} for e in exc.errors]
+    return {"verdict": "error", "error": error}
 
 
 def run() -> None:

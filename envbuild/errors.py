@@ -25,6 +25,30 @@ class UserError(Exception):
         return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in mask_text(text))
 
 
+    def lines(self) -> list[str]:
+        """The lines the command line prints, one per mistake."""
+        return [self.line()]
+
+
+class UserErrors(UserError):
+    """Several independent mistakes in one input (every one a spec holds, up to SHOWN):
+    one line each, so they can all be fixed in one go. Exit code 2."""
+
+    SHOWN = 20
+
+    def __init__(self, errors: list[UserError]):
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, where=first.where, hint=first.hint)
+
+    def lines(self) -> list[str]:
+        shown = [e.line() for e in self.errors[:self.SHOWN]]
+        more = len(self.errors) - self.SHOWN
+        if more > 0:
+            shown.append(f"{more} more mistake{'s' if more > 1 else ''} not shown (fix these and run again)")
+        return shown
+
+
 class EnvironmentProblem(UserError):
     """Something outside envbuild is missing or down (Docker engine, registry, solver). Exit code 3."""
 

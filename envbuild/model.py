@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envbuild.check_lines import checks_json
 from envbuild.values import BaseFamily, ConflictKind, Installer, Platform
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
@@ -239,6 +240,7 @@ class Resolution:
             "matrix_version": self.matrix_version,
             "resolved": to_jsonable(self.resolved),
             "conflicts": to_jsonable(self.conflicts),
+            "checks": checks_json(self),
             "warnings": to_jsonable(self.warnings),
         }
 

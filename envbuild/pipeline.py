@@ -17,12 +17,12 @@ the tables say (`context_facts`, `probe_facts`).
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envbuild import say
 from envbuild.errors import LockRefused, Unresolved, VerifyFailed
 
 if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
@@ -72,7 +72,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     else:
         target = scratch / "lock"
     if not quiet:
-        print(f"envbuild: locking into {target}", file=sys.stderr)
+        say.note(f"locking into {target}")
     try:
         api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
     except api.LockConflict as exc:  # a failed pip lock included
@@ -167,14 +167,20 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
 # --- verify gate --------------------------------------------------------------------------
 
 
-def expectations(resolution: Resolution) -> Expectations:
-    """What the probe should find in an image of this resolved spec."""
+def expectations(resolution: Resolution, lock_dir: Path | None = None, platform: str | None = None) -> Expectations:
+    """What the probe should find in an image of this resolved spec (built from the lock in
+    `lock_dir`: the CUDA that lock installs, which a framework's requirements may have moved)."""
     from envbuild.probe import sm_of
     from envbuild.verify import ExpectedFramework, Expectations
 
     stack = resolution.resolved
+    cuda = stack.cuda
+    if lock_dir is not None:
+        from envbuild.dockerfile import locked, lockfiles
+
+        cuda = locked.installed_cuda(lockfiles.read_lock_dir(lock_dir, platform or stack.platform), stack.cuda)
     sms = sorted({str(sm_of(g.compute_capability)) for g in stack.gpus if sm_of(g.compute_capability)}, key=int)
-    return Expectations(cuda=stack.cuda, sms=tuple(sms), gpus=tuple(g.name for g in stack.gpus),
+    return Expectations(cuda=cuda, sms=tuple(sms), gpus=tuple(g.name for g in stack.gpus),
                         frameworks=tuple(ExpectedFramework(f.name, f.version, f.cuda) for f in stack.frameworks))
 
 
@@ -230,7 +236,8 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
         result = make.build(resolution, built, options, platform=platform, progress=progress)
         if not result.done:
             if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
-                result.verification = verify_gate(result.image_id, expectations(resolution), progress)
+                result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
+                                                  progress)
             make.tag(result, options, progress=progress, start=start)
             if options.push:
                 make.push(result, options, progress=progress, platform=platform)

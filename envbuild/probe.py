@@ -741,6 +741,38 @@ def find_shared_library(name):
     return None
 
 
+def environment_cudart(environ):
+    """(major.minor, path) of the CUDA runtime the environment itself installs, which its
+    frameworks load before the system's: a pip wheel's libcudart (nvidia/cuda_runtime,
+    nvidia/cu13), else the conda prefix's; (None, None) when it carries none. The version is
+    asked of the library (cudaRuntimeGetVersion needs no GPU and no driver)."""
+    import glob
+    candidates = []
+    for folder in sys.path:
+        for sub in ("cuda_runtime", "cu13"):
+            candidates += sorted(glob.glob(os.path.join(folder, "nvidia", sub, "lib", "libcudart.so*")))
+    for prefix in (sys.prefix, environ.get("CONDA_PREFIX")):
+        if prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
+            candidates += sorted(glob.glob(os.path.join(prefix, "lib", "libcudart.so*")))
+    for path in candidates:
+        found = cudart_version(path)
+        if found:
+            return found, path
+    return None, None
+
+
+def cudart_version(path):
+    """'12.4' from the libcudart at `path`, or None when it does not load."""
+    try:
+        lib = ctypes.CDLL(path)
+        value = ctypes.c_int()
+        if lib.cudaRuntimeGetVersion(ctypes.byref(value)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return cuda_from_int(value.value)
+
+
 def static_checks(environ, inputs, gpus_hint=None):
     expect, labels = inputs["expect"], inputs["labels"]
     checks = [check("static.python", "pass", "Python %s at %s" % (platform.python_version(), sys.executable),
@@ -764,11 +796,27 @@ def static_checks(environ, inputs, gpus_hint=None):
     sources = image_cuda_sources(labels, environ)
     if expect.get("cuda"):
         sources["expected"] = major_minor(expect["cuda"])
-    distinct = sorted(set(v for v in sources.values() if v))
-    said = ", ".join("%s %s" % (k, v) for k, v in sorted(sources.items()))
+    runtime, runtime_path = environment_cudart(environ)
+    if runtime:
+        # the environment's own CUDA runtime is what its frameworks load: the label must name
+        # it, and the base image's CUDA_VERSION (its system toolkit) is reported, not compared
+        sources["libcudart"] = runtime
+    compared = dict((k, v) for k, v in sources.items() if not (runtime and k == "CUDA_VERSION"))
+    distinct = sorted(set(v for v in compared.values() if v), key=version_tuple)
+    said = ", ".join("%s %s" % (k, v) for k, v in sorted(compared.items()))
+    if runtime and "CUDA_VERSION" in sources:
+        said += " (the base image's system CUDA_VERSION %s is not what the environment loads)" % sources["CUDA_VERSION"]
+    if runtime_path:
+        sources["libcudart_path"] = runtime_path
     if not sources:
         checks.append(check("static.cuda_labels", "skip", "the image states no CUDA version (no envbuild label, "
                             "NVIDIA_REQUIRE_CUDA or CUDA_VERSION)", required=False))
+    elif len(distinct) > 1 and runtime and len(set(v for k, v in compared.items() if k != "libcudart")) == 1:
+        checks.append(check("static.cuda_labels", "fail", "CUDA versions disagree: " + said,
+                            "the image's labels name another CUDA than the runtime library its environment installs "
+                            "(%s)" % runtime_path,
+                            "rebuild the image with envbuild, whose labels name the CUDA its lock installs",
+                            data=sources))
     elif len(distinct) > 1:
         checks.append(check("static.cuda_labels", "fail", "CUDA versions disagree: " + said,
                             "the image's metadata and its contents were made from different specs",
@@ -1556,6 +1604,7 @@ def run_probe(args, run=_run):
     counts = dict((s, sum(1 for c in checks if c["status"] == s)) for s in STATUSES)
     failed = [c["name"] for c in checks if c["status"] == "fail" and c["required"]]
     return {
+        "verdict": "fail" if failed else "pass",
         "probe_version": PROBE_VERSION,
         "mode": "static" if args.static else "full",
         "host": platform.node(),
@@ -1572,17 +1621,33 @@ def run_probe(args, run=_run):
 
 
 def format_text(report):
+    """The report for a terminal. A cause and fix that explain several checks (no GPU
+    visible fails every GPU check) are printed once, under the first of them, with the
+    names of the checks they explain."""
     s = report["summary"]
     lines = ["envbuild probe (%s, Python %s): %d pass, %d fail, %d warn, %d skip in %.1f s" % (
         report["mode"], report["python"], s["pass"], s["fail"], s["warn"], s["skip"], report["elapsed_s"])]
+    explained = {}  # (cause, fix) -> the names of the failed or warning checks it explains
+    for c in report["checks"]:
+        if c["status"] in ("fail", "warn") and (c.get("cause") or c.get("fix")):
+            explained.setdefault((c.get("cause"), c.get("fix")), []).append(c["name"])
     for c in report["checks"]:
         optional = " [not required]" if c["status"] == "fail" and not c["required"] else ""
         lines.append("  %-5s %-30s %s%s" % (c["status"].upper(), c["name"], c["details"], optional))
-        if c["status"] in ("fail", "warn") and c.get("cause"):
+        names = explained.get((c.get("cause"), c.get("fix"))) if c["status"] in ("fail", "warn") else None
+        if not names or names[0] != c["name"]:
+            continue  # no cause, or one already printed under the first check it explains
+        if c.get("cause"):
             lines.append("        cause: %s" % c["cause"])
-        if c["status"] in ("fail", "warn") and c.get("fix"):
+        if c.get("fix"):
             lines.append("        fix:   %s" % c["fix"])
-    lines.append("verdict: %s" % ("PASS" if s["ok"] else "FAIL (required checks failed: %s)" % ", ".join(s["failed_required"])))
+        if len(names) > 1:
+            lines.append("        explains %d checks: %s" % (len(names), ", ".join(names)))
+    if s["ok"]:
+        verdict = "PASS" + (" (static checks only: the GPU checks did not run)" if report["mode"] == "static" else "")
+    else:
+        verdict = "FAIL (required checks failed: %s)" % ", ".join(s["failed_required"])
+    lines.append("verdict: %s" % verdict)
     return "\n".join(lines)
 
 

@@ -8,12 +8,22 @@ Three modes, chosen once per command:
          PLAIN_EVERY seconds; a task that ends within that time prints only its last line
   quiet  (-q): nothing
 Build log lines are shown in place on a terminal and printed as they come when piped.
+A status line (`status`: "verify: 1/2 done (...)", polled every second) is redrawn in
+place on a terminal; piped, it is printed at most every PLAIN_EVERY seconds, and the
+last one once more when the step ends (`done`), so a CI log shows the outcome.
+
+A byte count never exceeds its total: where the engine's total is an estimate that the
+bytes overrun, the total grows with them. Docker's push is such a case: its `current`
+counts the bytes of the layer's tar stream (file contents plus a 512-byte header and
+padding per file), its `total` only the files' contents, so a layer of many small files
+"pushes" more bytes than its total.
 """
 from __future__ import annotations
 
 import sys
 import time
 
+from envbuild import say
 from envbuild.terminal import is_terminal, strip_ansi
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same running task
@@ -52,6 +62,8 @@ class Task:
         if total is not None:
             self.total = total
         self.completed = completed if completed is not None else self.completed + advance
+        if self.total is not None and self.completed > self.total:
+            self.total = self.completed  # an estimate the bytes overran (see the module's docstring)
         self.progress._task_moved(self)
 
     def done(self, note: str = "") -> None:
@@ -59,13 +71,17 @@ class Task:
 
 
 class Progress:
-    def __init__(self, stream=None, *, terminal: bool | None = None, quiet: bool = False):
+    def __init__(self, stream=None, *, terminal: bool | None = None, quiet: bool | None = None):
+        """`quiet`: None follows -q (envbuild/say.py)."""
         self.stream = stream or sys.stderr
         self.terminal = is_terminal(self.stream) if terminal is None else terminal
-        self.quiet = quiet
+        self.quiet = say.quiet() if quiet is None else quiet
         self.start = time.monotonic()
         self._transient = False
         self._live = None  # the rich Progress while bars are shown
+        self._status: str | None = None  # the last status line not yet printed (plain mode)
+        self._status_at = float("-inf")  # when a status line was last printed (plain mode)
+        self._status_drawn = False  # the text drawn in place is a status line (terminal mode)
 
     @property
     def mode(self) -> str:
@@ -79,14 +95,21 @@ class Progress:
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
             return
+        self._keep_status()
         self._clear()
         self.stream.write(text + "\n")
         self.stream.flush()
 
+    def _keep_status(self) -> None:
+        """A status line drawn in place stays when a line follows it: the state it had then."""
+        if self._transient and self._status_drawn:
+            self.stream.write("\n")
+            self._transient = self._status_drawn = False
+
     def _clear(self) -> None:
         if self._transient:
             self.stream.write("\r\033[K")
-            self._transient = False
+            self._transient = self._status_drawn = False
 
     def line(self, text: str) -> None:
         """A milestone: always shown (except with -q)."""
@@ -106,10 +129,31 @@ class Progress:
             self.stream.write(f"    | {strip_ansi(text)}\n")
             self.stream.flush()
 
+    def status(self, text: str) -> None:
+        """The running state of a step, given as often as it is polled."""
+        if self.quiet:
+            return
+        if self.terminal and self._live is None:
+            self._clear()
+            self.stream.write(text[:150])
+            self._transient = self._status_drawn = True
+            self.stream.flush()
+            return
+        now = time.monotonic()
+        if now - self._status_at >= PLAIN_EVERY:
+            self._status_at, self._status = now, None
+            self._write(text)
+        else:
+            self._status = text  # printed by `done` if nothing newer is
+
     def done(self) -> None:
-        """Between steps: clear what is drawn in place."""
+        """Between steps: clear what is drawn in place; piped, the last status line."""
         self._stop_live()
+        self._keep_status()
         self._clear()
+        if self._status is not None:
+            self._write(self._status)
+            self._status = None
         self.stream.flush()
 
     # --- tasks ------------------------------------------------------------------------------

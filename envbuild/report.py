@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from envbuild.check_lines import check_lines, driver_note
 from envbuild.model import Conflict, Fix, Resolution, ResolvedStack
 
 MAX_FIXES = 3
@@ -41,71 +42,6 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
     lines.append("")
     lines.append(_verdict(resolution, paint))
     return "\n".join(lines)
-
-
-# The links the resolver checks, each named by the conflict kind that reports its failure.
-_LINKS = (
-    ("platform_unsupported", "platform"),
-    ("framework_cuda_mismatch", "framework build -> CUDA"),
-    ("driver_too_old", "CUDA -> driver"),
-    ("gpu_arch_unsupported", "GPU -> kernels"),
-    ("python_unsupported", "Python"),
-    ("cudnn_mismatch", "cuDNN"),
-    ("library_abi", "frameworks share CUDA"),
-    ("base_image_cuda_mismatch", "base image"),
-)
-
-
-def check_lines(resolution: Resolution) -> list[tuple[str, str, str]]:
-    """(status, link, detail) per link: CONFLICT when the resolver reported that kind, else
-    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU)."""
-    spec, stack = resolution.spec, resolution.resolved
-    failed = {c.kind for c in resolution.conflicts}
-    out = []
-    for kind, link in _LINKS:
-        detail = _check_detail(kind, spec, stack)
-        if detail is None:
-            continue
-        if kind in failed:
-            out.append(("CONFLICT", link, "see above"))
-        elif detail.startswith("not checked"):
-            out.append(("skipped", link, detail))
-        else:
-            out.append(("ok", link, detail))
-    return out
-
-
-def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | None:
-    """What was checked, in a few words; None when the link does not apply to this spec."""
-    if stack:
-        frameworks = ", ".join(f"{f.name} {f.version} ({f.installer}, CUDA {f.cuda})" for f in stack.frameworks)
-    else:
-        frameworks = ", ".join(f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
-    if kind == "platform_unsupported":
-        return stack.platform if stack else spec.platform
-    if kind == "framework_cuda_mismatch":
-        return frameworks if spec.frameworks else None
-    if kind == "driver_too_old":
-        if not spec.driver:
-            return "not checked: no target driver (give --driver or --host)"
-        return _driver_note(stack) if stack and stack.max_driver_cuda else spec.driver
-    if kind == "gpu_arch_unsupported":
-        if not spec.gpus:
-            return "not checked: no target GPU (give --gpu or --host)"
-        if stack:
-            return ", ".join(f"{g.name} ({g.compute_capability or 'unknown'})" for g in stack.gpus)
-        return ", ".join(spec.gpus)
-    if kind == "python_unsupported":
-        return stack.python if stack else (spec.python or "any version (not pinned)")
-    if kind == "cudnn_mismatch":
-        return (stack.cudnn if stack else None) or spec.cudnn
-    if kind == "library_abi":
-        return frameworks if len(spec.frameworks) > 1 else None
-    if kind == "base_image_cuda_mismatch":
-        if stack and stack.base_image:
-            return stack.base_image.ref
-        return spec.base_image
-    return None
 
 
 def format_fix(fix: Fix) -> str:
@@ -168,8 +104,8 @@ def _stack_rows(stack: ResolvedStack) -> list[tuple[str, str, str]]:
         if fw.archs:
             how += f"; kernels {_archs(fw.archs)}"
         rows.append((fw.name, fw.version, how))
-    driver_note = _driver_note(stack) if stack.driver and stack.max_driver_cuda else ""
-    rows.append(("cuda", stack.cuda or "-", driver_note))
+    driver = driver_note(stack) if stack.driver and stack.max_driver_cuda else ""
+    rows.append(("cuda", stack.cuda or "-", driver))
     if stack.cudnn:
         rows.append(("cudnn", stack.cudnn, ""))
     rows.append(("python", stack.python, ""))
@@ -215,10 +151,3 @@ def _painter(colour: bool):
         return f"\033[{_COLOURS[name]}m{text}\033[0m" if colour else text
 
     return paint
-
-
-def _driver_note(stack) -> str:
-    note = f"driver {stack.driver} runs CUDA <= {stack.max_driver_cuda}"
-    if stack.driver_cuda and stack.driver_cuda != stack.max_driver_cuda:
-        note += f" (reports {stack.driver_cuda}; newer {stack.max_driver_cuda.split('.')[0]}.x minors through minor-version compatibility)"
-    return note

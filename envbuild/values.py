@@ -233,6 +233,7 @@ class ConflictKind(_Text):
     CUDNN_MISMATCH = "cudnn_mismatch"
     BASE_IMAGE_CUDA_MISMATCH = "base_image_cuda_mismatch"
     LIBRARY_ABI = "library_abi"
+    NOT_LOCKABLE = "not_lockable"  # the lock proof found the build's pip requirement does not lock
     UNKNOWN_FACT = "unknown_fact"  # a conflict only with --strict: the matrix has no row to decide on
     GPU_MEMORY_INSUFFICIENT = "gpu_memory_insufficient"  # the target (or MIG slice) has less memory than asked
 

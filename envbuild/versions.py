@@ -97,6 +97,11 @@ def read_local_label(label: str) -> LocalLabel:
     return LocalLabel("unknown")
 
 
+def pypi_form(requirement: str) -> str:
+    """`torch==2.5.1+cu124` -> `torch==2.5.1`: the untagged wheel PyPI serves."""
+    return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
+
+
 def cuda_to_local(cuda: str) -> str:
     """`12.1` (or `12.1.1`) -> `cu121`."""
     release = parse_version(cuda).release

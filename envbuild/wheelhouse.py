@@ -23,6 +23,7 @@ from pathlib import Path
 from envbuild.dockerfile.context import LOCAL_CHANNEL
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput
+from envbuild import say
 from envbuild.errors import EnvironmentProblem
 from envbuild.lock.folder import CONDA_LOCKFILE, sha256_file
 
@@ -100,6 +101,7 @@ def _pip_download(pins: list[LockedFile], out: Path, *, platform: str, python: s
             command.append("--require-hashes")
         if index_urls:
             command += ["--index-url", index_urls[0]] + [a for u in index_urls[1:] for a in ("--extra-index-url", u)]
+        say.command(command)
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         last = next((x for x in reversed(done.stderr.strip().splitlines()) if x.strip()), "no output")
@@ -135,6 +137,7 @@ def _fetch_tools(lock: LockInput, out: Path, *, platform: str, python: str, glib
     command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
                "--no-deps", "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
                *_platform_args(platform, glibc), "-d", str(out), *wanted]
+    say.command(command)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         last = next((x for x in reversed(done.stderr.strip().splitlines()) if x.strip()), "no output")

@@ -16,6 +16,8 @@
 # names the fake GPUs as the NVIDIA Container Toolkit names real ones (nvidia.com/gpu=0..3,
 # =all), so `podman run --device nvidia.com/gpu=N` puts fake GPU N at /dev/nvidiaN.
 #
+# Debian's chromium is installed (not started) for the page tests, which drive it headless.
+#
 # Public registries cannot be reached from CI machines, so the stand-in base is a Debian
 # bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
 # the open registry. Everything lives under .services/ (configs, storage, logs, pid files,
@@ -59,6 +61,9 @@ need_packages() {
   command -v slurmctld >/dev/null || missing+=(slurm-wlm)
   command -v munged >/dev/null || missing+=(munge)
   command -v podman >/dev/null || missing+=(podman)
+  # the page tests look at envbuild's HTML pages in a real browser, headless
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v fish >/dev/null || missing+=(fish)  # the fish completion is tested in fish itself
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq >"$DIR/apt.log" 2>&1

@@ -124,3 +124,19 @@ def _quietly(remove, name: str) -> None:
         remove(name)
     except docker.errors.APIError:  # in use by a container or a child image: not ours to force
         pass
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven over the DevTools protocol (tests/browser.py)."""
+    import shutil
+
+    from browser import Browser
+
+    if shutil.which("chromium") is None:
+        message = "chromium is not installed: `apt-get install chromium` (scripts/services.sh up installs it)"
+        if os.environ.get("ENVBUILD_REQUIRE_SERVICES") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    with Browser() as b:
+        yield b

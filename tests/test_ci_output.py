@@ -20,7 +20,7 @@ from referencing import Registry, Resource
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schema"
 ENVBUILD = shutil.which("envbuild")
-COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "verify", "doctor", "init")
+COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
 
 
 def _registry() -> Registry:
@@ -66,7 +66,7 @@ def through_pty(argv: list[str], cwd=None, env=None, timeout: float = 300) -> tu
 
 
 def test_every_command_has_a_schema():
-    for command in (*COMMANDS, "error"):
+    for command in (*COMMANDS, "error", "probe"):
         schema = json.loads((SCHEMAS / f"{command}.schema.json").read_text())
         jsonschema.Draft202012Validator.check_schema(schema)
         assert schema["$id"].endswith(f"/{command}.schema.json")
@@ -82,7 +82,8 @@ def test_resolve_json_matches_its_schema(recipe):
 
 
 @pytest.mark.parametrize("query", [("gpu", "A100"), ("cuda", "12.4"), ("driver", "550.54.15"), ("pytorch", "2.4.1"),
-                                   ("images", "--family", "cuda")])
+                                   ("images", "--family", "cuda"), ("grid", "pytorch", ">=2.7", "--gpu", "L4", "--gpu", "K80"),
+                                   ("grid", "tensorflow")])
 def test_matrix_json_matches_its_schema(query):
     proc = envbuild("matrix", *query, "--json")
     assert proc.returncode == 0, proc.stderr
@@ -106,6 +107,7 @@ def test_lock_check_json_matches_its_schema(tmp_path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_bad_input_gives_the_error_object_on_every_command(command, tmp_path):
     args = {"matrix": ("matrix", "gpu", "no-such-gpu"), "verify": ("verify", "x", "--gpus", "all", "--no-such-flag"),
+            "export": ("export", "k8s", tmp_path / "missing.yaml", "-o", tmp_path / "job.yaml"),
             "doctor": ("doctor", "--no-such-flag"), "init": ("init", "-o", tmp_path / "spec.yaml", "--no-such-flag")}
     argv = args.get(command) or (command, tmp_path / "missing.yaml", "-o", tmp_path / "out")
     proc = envbuild(*argv, "--json", cwd=tmp_path)

@@ -187,7 +187,7 @@ def test_fix_flags_are_command_line_flags():
 
 
 # --- the command end to end (real resolver and matrices) ----------------------------------
-JSON_KEYS = {"verdict", "spec_hash", "matrix_version", "resolved", "conflicts", "warnings"}
+JSON_KEYS = {"verdict", "spec_hash", "matrix_version", "resolved", "conflicts", "checks", "warnings"}
 
 
 def _check_json_shape(data: dict) -> None:
@@ -203,6 +203,10 @@ def _check_json_shape(data: dict) -> None:
             assert set(fix) == {"description", "changes"}
     for warning in data["warnings"]:
         assert set(warning) == {"kind", "message", "facts"}
+    for check in data["checks"]:
+        assert set(check) == {"link", "label", "status", "detail"} and check["status"] in ("ok", "conflict", "skipped")
+    # every conflict is the failure of a checked link: the check lines never all say ok
+    assert any(c["status"] == "conflict" for c in data["checks"]) == bool(data["conflicts"])
     if data["verdict"] == "ok":
         assert not data["conflicts"] and data["resolved"]
     else:

@@ -4,21 +4,26 @@ ptxas must know the GPU's exact architecture, which binary compatibility does no
 The facts: `local_ptxas` family rules, and the toolkits' architectures in cuda_arch.yaml."""
 from __future__ import annotations
 
+import dataclasses
+
 from envbuild import matrix
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()
+# jax 0.3.25 is an sdist only on PyPI, so the lock proof found it does not lock (a not_lockable
+# conflict of its own); these tests judge the ptxas link alone, on the matrices without the proof
+UNPROVEN = dataclasses.replace(M, lock_proofs=())
 
 
-def _resolve(frameworks, **fields):
+def _resolve(frameworks, m=M, **fields):
     spec = Spec(frameworks=tuple(FrameworkRequest(n, c) for n, c in frameworks.items()), **fields)
-    return resolve(spec, M)
+    return resolve(spec, m)
 
 
 def test_jax_with_a_local_cuda_113_cannot_compile_for_ada():
     # jax 0.3.25's cuda11 wheel loads the system CUDA: its 11.3 ptxas knows sm_86 but not sm_89
-    result = _resolve({"jax": "0.3.25"}, cuda="11.3", gpus=("RTX 4090",), driver="525.60.13", installer="pip")
+    result = _resolve({"jax": "0.3.25"}, UNPROVEN, cuda="11.3", gpus=("RTX 4090",), driver="525.60.13", installer="pip")
     assert [c.kind for c in result.conflicts] == ["gpu_arch_unsupported"]
     conflict = result.conflicts[0]
     assert "ptxas of the local CUDA 11.3" in conflict.message and "sm_89" in conflict.message
@@ -30,10 +35,14 @@ def test_jax_with_a_local_cuda_113_cannot_compile_for_ada():
 
 
 def test_the_same_build_with_cuda_118_passes_and_completion_chooses_it():
-    assert _resolve({"jax": "0.3.25"}, cuda="11.8", gpus=("RTX 4090",), driver="525.60.13", installer="pip").ok
+    assert _resolve({"jax": "0.3.25"}, UNPROVEN, cuda="11.8", gpus=("RTX 4090",), driver="525.60.13",
+                    installer="pip").ok
     # no CUDA pinned: completion picks a CUDA whose ptxas knows sm_89 (and sm_90 for the H100)
-    open_cuda = _resolve({"jax": "0.3.25"}, gpus=("RTX 4090", "H100"), driver="525.60.13", installer="pip")
+    open_cuda = _resolve({"jax": "0.3.25"}, UNPROVEN, gpus=("RTX 4090", "H100"), driver="525.60.13", installer="pip")
     assert open_cuda.ok and open_cuda.resolved.cuda == "11.8"
+    # with the proof, the pin is refused as not_lockable, not for its ptxas
+    proven = _resolve({"jax": "0.3.25"}, cuda="11.8", gpus=("RTX 4090",), driver="525.60.13", installer="pip")
+    assert [c.kind for c in proven.conflicts] == ["not_lockable"]
 
 
 def test_cuda_wheels_bring_their_own_ptxas():
@@ -56,8 +65,8 @@ def test_tensorflow_xla_falls_back_to_the_driver_jit_with_a_warning():
                       installer="pip")
     assert result.ok
     assert [w.kind for w in result.warnings if "ptxas" in w.message] == ["ptx_jit"]
-    # from 2.14 `tensorflow[and-cuda]` brings the nvcc wheel, so its own ptxas
-    newer = _resolve({"tensorflow": "2.15.0"}, gpus=("RTX 4090",), driver="535.54.03", python="3.10",
+    # from 2.14 `tensorflow[and-cuda]` brings the nvcc wheel, so its own ptxas (2.16.1: 2.15's does not lock)
+    newer = _resolve({"tensorflow": "2.16.1"}, gpus=("RTX 4090",), driver="535.54.03", python="3.10",
                      installer="pip")
     assert newer.ok and not any("ptxas" in w.message for w in newer.warnings)
 

@@ -260,7 +260,10 @@ def _cupy_conda(channel: Path, cuda: str):
 def test_conda_forge_cupy_locks_the_resolved_cuda_variant(channels, tmp_path, cuda, cupy, variant):
     spec, resolution = _cupy_conda(channels["cupy-conda-forge"], cuda)
     assert resolution.resolved.frameworks[0].conda_specs[0] == "cupy==13.2.0"
-    lock(spec, resolution, None, tmp_path)
+    result = lock(spec, resolution, None, tmp_path)
+    report, = result.cuda  # the CUDA the conda records install, judged against driver 550.54.15 (CUDA 12.4)
+    assert report.installed == cuda and not report.conflicts
+    assert [c.kind for c in report.checks if c.status != "ok"] == (["minor_version_compat"] if cuda == "12.5" else [])
     locked = _locked(tmp_path / "conda-lock.yml")
     assert locked["cupy"] == cupy
     assert {name: locked.get(name) for name in variant} == variant

@@ -54,6 +54,7 @@ KEYS = {
                                  r.cuda_min, r.cuda_max, r.cudnn_min)],
                      ("min_compute_capability", "cuda_min", "cuda_max", "cudnn_min"), ("releases", "python")),
     "wheels": (lambda r: [(r.package, _v(r.version))], ("version", "cuda"), ()),
+    "lock_proofs": (lambda r: [(r.requirement, r.index, r.platform, p) for p in r.pythons.split()], ("version",), ()),
     "mig_floors": (lambda r: [r.parent], ("min_driver", "min_cuda"), ()),
     "mig_profiles": (lambda r: [(r.parent, r.parent_memory_gb, r.name)], (), ()),
     "cloud_instances": (lambda r: [r.instance_type], (), ()),

@@ -132,10 +132,10 @@ EXPECTED = {
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
     # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
     "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
-    # Labelled ok (TF 2.15 runs on an H100 through PTX JIT) with the user's own Python 3.11. A pip
-    # environment on an nvidia/cuda base is a venv over the distribution's python3, and no Ubuntu
-    # release has 3.11 as python3, so envbuild refuses it and offers Python 3.10 (see the PTX test).
-    "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "python_unsupported", "the image's python3 is not 3.11"),
+    # Labelled ok (TF 2.15 runs on an H100 through PTX JIT). Its and-cuda extra pulls
+    # tensorrt==8.6.1.post1, an sdist only (it downloads from NVIDIA's index when built), so the
+    # lock proof found it does not lock, and envbuild offers releases whose and-cuda extra locks.
+    "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "not_lockable", "tensorrt is an sdist only"),
 }
 
 
@@ -167,10 +167,15 @@ def test_real_case(case_id):
 def test_ptx_only_support_is_a_warning():
     import dataclasses
 
-    refused = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], matrix.load())
-    assert [f.changes for f in refused.conflicts[0].fixes][0] == {"python": "3.10"}
-    # with the fix applied (the python3 of ubuntu22.04), the case resolves with its PTX warning
-    result = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], python="3.10"), matrix.load())
+    m = matrix.load()
+    refused = resolve(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], m)
+    moves = [f.changes["frameworks.tensorflow"] for f in refused.conflicts[0].fixes if "frameworks.tensorflow" in f.changes]
+    locks = {r.version for r in m.lock_proofs if r.framework == "tensorflow" and r.lockable}
+    assert moves and set(moves) <= locks  # each release offered is one whose and-cuda extra locks
+    # TF 2.14 (the same kernels: sm_80 and compute_80 PTX) on the python3 of ubuntu22.04 locks and
+    # resolves with its PTX warning
+    result = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], python="3.10", cuda="11.8",
+                                         frameworks=(FrameworkRequest("tensorflow", "2.14.0"),)), m)
     assert result.ok
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
 

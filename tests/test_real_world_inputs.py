@@ -77,9 +77,9 @@ def test_an_unknown_local_label_warns_and_the_release_is_judged():
 
 # --- pre-releases, nightlies, never-released pins ---------------------------------------------------
 def test_release_candidate_is_judged_by_its_release():
-    r = resolve(spec({"tensorflow": "2.15.0rc0"}, cuda="12.2", gpus=("H100",), python="3.10"), M)
-    assert r.ok and warned(r, "pre-release", "2.15.0")
-    assert r.resolved.frameworks[0].version == "2.15.0"
+    r = resolve(spec({"tensorflow": "2.17.0rc0"}, cuda="12.3", gpus=("H100",), python="3.10"), M)
+    assert r.ok and warned(r, "pre-release", "2.17.0")
+    assert r.resolved.frameworks[0].version == "2.17.0"
 
 
 def test_nightly_with_a_variant_the_release_lacks_gets_the_cuda_checks():
@@ -92,9 +92,10 @@ def test_nightly_with_a_variant_the_release_lacks_gets_the_cuda_checks():
 def test_patch_release_without_rows_is_judged_by_its_series():
     # TensorFlow's tested configurations are per X.Y: 1.15.5 is built like 1.15.0 (CUDA 10.0)
     r = resolve(spec({"tensorflow": "1.15.5"}, gpus=("RTX 3090",)), M)
-    assert kinds(r) == ["gpu_arch_unsupported"]
-    ok = resolve(spec({"tensorflow": "2.4.1"}, gpus=("V100",)), M)
-    assert ok.ok and warned(ok, "2.4.0 rows") and ok.resolved.frameworks[0].pip_requirements == ("tensorflow==2.4.1",)
+    # (and 1.15.0's requirements do not lock: gast 0.2.2 is an sdist only)
+    assert kinds(r) == ["gpu_arch_unsupported", "not_lockable"]
+    ok = resolve(spec({"tensorflow": "2.7.1"}, gpus=("V100",)), M)
+    assert ok.ok and warned(ok, "2.7.0 rows") and ok.resolved.frameworks[0].pip_requirements == ("tensorflow==2.7.1",)
 
 
 def test_pin_of_a_never_released_version_names_the_series():
@@ -131,7 +132,8 @@ def test_unknown_gpu_does_not_hide_the_other_gpus_or_the_driver():
 # --- per-platform facts and family rules --------------------------------------------------------------
 @pytest.mark.parametrize("frameworks, platform, python, kind", [
     ({"tensorflow": "1.12.0"}, "win-64", "3.7", "python_unsupported"),  # Windows GPU wheels: 3.5-3.6
-    ({"tensorflow": "1.12.0"}, "linux-64", "3.6", None),
+    # linux-64 has the wheel, but its requirements do not lock: termcolor 1.1.0 is an sdist only
+    ({"tensorflow": "1.12.0"}, "linux-64", "3.6", "not_lockable"),
     ({"tensorflow": "2.99"}, "win-64", None, "platform_unsupported"),  # no row: the 2.10 rule decides
     ({"jax": "0.99"}, "win-64", None, "platform_unsupported"),
     ({"rapids": "21.06"}, "win-64", None, "platform_unsupported"),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from browser import look_at
 from envbuild.probe import NO_GPU
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,11 +55,11 @@ def _verify(*args: str) -> subprocess.CompletedProcess:
                           timeout=600, cwd=ROOT)
 
 
-def test_verify_without_gpu_reports_static_pass_and_gpu_fail(built, tmp_path):
+def test_verify_without_gpu_reports_static_pass_and_gpu_fail(built, tmp_path, browser):
     image = built({"io.envbuild.cuda": "12.4", "io.envbuild.gpus": "NVIDIA A100=8.0",
                    "io.envbuild.probe": "/opt/envbuild/probe.py"})
-    report_path, junit_path = tmp_path / "report.json", tmp_path / "junit.xml"
-    proc = _verify(image, "--json", str(report_path), "--junit", str(junit_path))
+    report_path, junit_path, page = tmp_path / "report.json", tmp_path / "junit.xml", tmp_path / "report.html"
+    proc = _verify(image, "--json", str(report_path), "--junit", str(junit_path), "--html", str(page))
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "verdict: FAIL" in proc.stdout
@@ -90,6 +91,12 @@ def test_verify_without_gpu_reports_static_pass_and_gpu_fail(built, tmp_path):
     assert {n for n, c in cases.items() if c.find("skipped") is not None} == {n for n, c in status.items()
                                                                               if c["status"] == "skip"}
     assert NO_GPU in cases["gpu.nvidia_smi"].find("failure").text
+
+    # the page shows each check of the JSON with its status and signature
+    view = look_at(browser, page)
+    rows = view.evaluate("[...document.querySelectorAll('#checks tbody tr')].map(r => [...r.cells].map(c => c.innerText.trim()))")
+    assert [(r[0].split(" ", 1)[1], r[1].split(" ")[0], r[2] or None) for r in rows] == [
+        (c["status"], c["name"], c["signature"]) for c in report["checks"]]
 
 
 def test_verify_catches_labels_that_disagree_with_the_image(built, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from browser import look_at
 from conftest import _need
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,12 +150,12 @@ CONTAINERS = """targets:
 """
 
 
-def test_verify_fleet_passes_on_a_host_target_and_a_podman_target(tmp_path, slurm_env, probe_image):
+def test_verify_fleet_passes_on_a_host_target_and_a_podman_target(tmp_path, slurm_env, probe_image, browser):
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(CONTAINERS)
     done = _cli(slurm_env, "verify", probe_image, "--fleet", str(fleet), "--target", "v100", "--target", "a100",
                 "--static", "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"),
-                "--junit", str(tmp_path / "v.xml"))
+                "--junit", str(tmp_path / "v.xml"), "--html", str(tmp_path / "v.html"))
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "v.json").read_text())
     assert [(t["name"], t["status"], t["state"]) for t in report["targets"]] == [
@@ -167,6 +168,11 @@ def test_verify_fleet_passes_on_a_host_target_and_a_podman_target(tmp_path, slur
     assert all(s.get("failures") == "0" for s in suites)
     script = (tmp_path / "work" / "envbuild-verify-a100.sh").read_text()
     assert 'GPUS+=(--device "nvidia.com/gpu=$id")' in script and 'podman run --rm "${GPUS[@]}" "$IMAGE" python3 /opt/envbuild/probe.py' in script
+    # the page: a section per target, each with the checks its job's probe reported
+    view = look_at(browser, tmp_path / "v.html")
+    shown = view.evaluate("[...document.querySelectorAll('section.target')].map(s => [s.querySelector('h2').innerText, "
+                          "[...s.querySelectorAll('tbody tr')].map(r => r.cells[1].innerText.split(' ')[0])])")
+    assert shown == [[f"Target {t['name']}", [c["name"] for c in t["checks"]]] for t in report["targets"]]
 
 
 def test_a_podman_job_sees_exactly_the_gpus_slurm_gave_it(tmp_path, slurm_env, probe_image):

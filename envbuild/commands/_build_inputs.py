@@ -1,8 +1,15 @@
 """The build-input flags of `dockerfile`, `image`, `wheelhouse` and `export`, and their
-adapter onto the pipeline's resolve and lock stages (envbuild/pipeline.py)."""
+adapter onto the pipeline's resolve and lock stages (envbuild/pipeline.py).
+
+ENVBUILD_REGISTRY_MIRROR and ENVBUILD_WHEELHOUSE stand for --registry-mirror and
+--wheelhouse when the flag is not given (a CI runner or a site without Docker Hub sets
+them once); they are checked like the flags, naming the variable."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+ENVIRONMENT = {"ENVBUILD_REGISTRY_MIRROR": "registry_mirror", "ENVBUILD_WHEELHOUSE": "wheelhouse"}
 
 
 def add_build_arguments(parser) -> None:
@@ -23,19 +30,44 @@ def resolve_spec(args):
     """The spec and its resolution (pipeline.resolve: a conflict raises Unresolved, which
     the CLI prints like `envbuild resolve` does, exit 1). Bad flags fail before any work."""
     from envbuild import pipeline
-    from envbuild.dockerfile.mirror import parse_mirror
     from envbuild.errors import UserError
     from envbuild.commands._spec import spec_from_args
 
-    if args.registry_mirror:
-        parse_mirror(args.registry_mirror)
-    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
-        raise UserError("folder does not exist", where=f"--wheelhouse {args.wheelhouse}")
+    check_build_inputs(args)
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
     spec = spec_from_args(args)
     return spec, pipeline.resolve(spec)
+
+
+def check_build_inputs(args, environ=None) -> None:
+    """The mirror and wheelhouse, from the flags or else the environment, checked before
+    any work; a bad value names its flag or variable."""
+    from envbuild import say
+    from envbuild.dockerfile.mirror import parse_mirror
+    from envbuild.errors import UserError
+
+    environ = os.environ if environ is None else environ
+    source = {}
+    for name, dest in ENVIRONMENT.items():
+        if dest == "wheelhouse" and getattr(args, "command", None) == "wheelhouse":
+            continue  # `envbuild wheelhouse` fills a folder: no wheelhouse is its input
+        value = environ.get(name, "").strip()
+        if getattr(args, dest, None) is None and value:
+            say.detail(f"{name}={value} (from the environment; a flag would win)")
+            setattr(args, dest, Path(value) if dest == "wheelhouse" else value)
+            source[dest] = name
+    if args.registry_mirror:
+        try:
+            parse_mirror(args.registry_mirror)
+        except UserError as exc:
+            if "registry_mirror" not in source:
+                raise
+            raise UserError(f"invalid registry mirror {args.registry_mirror!r}", where=source["registry_mirror"],
+                            hint=exc.hint) from None
+    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
+        raise UserError("folder does not exist", where=f"{source.get('wheelhouse', '--wheelhouse')} {args.wheelhouse}")
 
 
 def lock_dir_for(spec, resolution, args, scratch: Path) -> Path:

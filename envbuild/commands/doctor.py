@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         findings["probe"] = report
     ok = bool(host.driver and host.gpus and host.gpu_containers_ok)
     findings["ok"] = ok
+    findings["verdict"] = "ok" if ok else "fail"  # fail: this host cannot run GPU containers
     if args.json:
         print(json.dumps(findings, indent=2))
     else:

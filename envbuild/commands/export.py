@@ -34,12 +34,14 @@ def run(args) -> int:
     import json
     import sys
 
-    from envbuild import atomic, fields
+    from envbuild import atomic, fields, say
+    from envbuild.commands._build_inputs import check_build_inputs
     from envbuild.errors import UserError
     from envbuild.targets import module
     from envbuild.targets.job import Job
 
     mod = module(args.kind, "KIND")
+    check_build_inputs(args)
     if args.target and not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     # every flag checked here, by the same validators as the spec's and the fleet's fields
@@ -66,6 +68,10 @@ def run(args) -> int:
 
             target = replace(target, scheduler={"kind": args.kind})
     spec = None
+    if args.spec is None:
+        from envbuild.spec.cli_args import discover_spec
+
+        args.spec = discover_spec()
     if args.spec or args.framework or args.cuda:
         from envbuild.commands._spec import spec_from_args
 
@@ -83,12 +89,12 @@ def run(args) -> int:
     if args.output:
         atomic.write_text(args.output, text)
     if args.json:
-        print(json.dumps({"kind": args.kind, "image": image, "target": target.name if target else None,
+        print(json.dumps({"verdict": "ok", "kind": args.kind, "image": image, "target": target.name if target else None,
                           "file": args.output, "definition": text}, indent=2))
     elif not args.output:
         sys.stdout.write(text)
     else:
-        print(f"envbuild: wrote {args.kind} job definition to {args.output}", file=sys.stderr)
+        say.note(f"wrote {args.kind} job definition to {args.output}")
     return 0
 
 

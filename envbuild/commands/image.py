@@ -26,7 +26,6 @@ def configure(parser) -> None:
                        help="keep the context in a --context folder that holds other files (they are left as they are)")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
-    group.add_argument("-q", "--quiet", action="store_true", help="no progress output (errors only)")
     group.add_argument("--json", action="store_true",
                        help="print the outcome as one JSON object (schema/image.schema.json)")
     add_build_arguments(parser)

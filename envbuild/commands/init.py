@@ -55,8 +55,11 @@ def run(args) -> int:
     import json
     import re
 
+    from pathlib import Path
+
     from envbuild import atomic
     from envbuild.errors import UserError
+    from envbuild.spec.cli_args import SPEC_NAMES
 
     path = args.output
     if path.exists() and not args.force:
@@ -88,5 +91,6 @@ def run(args) -> int:
         emit({"verdict": "ok", "path": str(path), "from_host": bool(args.host),
               "target": {"driver": driver, "gpus": gpus, "platform": "linux-64"}})
     else:
-        print(f"wrote {path}; next: `envbuild resolve {path}`")
+        found = path.name in SPEC_NAMES and path.resolve().parent == Path.cwd().resolve()  # what resolve finds
+        print(f"wrote {path}; next: `envbuild resolve{'' if found else ' ' + str(path)}`")
     return 0

@@ -28,7 +28,6 @@ def configure(parser) -> None:
                         help="a further pip index for the pip lock, repeatable")
     parser.add_argument("--allow-unhashed", action="store_true",
                         help="write a pip lock even when the index publishes no sha256 for some files")
-    parser.add_argument("--verbose", action="store_true", help="also print the solver's own explanation of a failure")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
@@ -64,10 +63,11 @@ def run(args) -> int:
     except LockConflict as exc:
         return _refuse(resolution, exc.conflicts, exc.raw, args)
 
-    from envbuild.urls import mask_text
+    from envbuild import say
+    from envbuild.model import to_jsonable
 
     for note in result.notes:
-        print(mask_text(f"envbuild: warning: {note}"), file=sys.stderr)
+        say.warning(note)
     if args.json:
         _print_json({
             "verdict": "ok", "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
@@ -77,6 +77,7 @@ def run(args) -> int:
                          for platform, packages in result.conda.items()},
             "pip_packages": {platform: [{"name": p.name, "version": p.version, "hashes": list(p.hashes)} for p in pins]
                              for platform, pins in result.pip.items()},
+            "cuda": to_jsonable(result.cuda),
             "conflicts": [], "base_packages": result.base,
         })
         return 0
@@ -84,6 +85,8 @@ def run(args) -> int:
         frameworks = [p for p in packages if p.name in _framework_packages()]
         shown = ", ".join(f"{p.name} {p.version} ({p.build})" for p in frameworks)
         print(f"{platform}: {len(packages)} conda packages" + (f"; {shown}" if shown else ""))
+    for report in result.cuda:
+        print("\n".join(report.lines(warnings=False)))  # the warnings go to stderr with the notes
     for path in result.files:
         print(f"wrote {path}")
     if result.base and result.base["from_base"]:
@@ -104,7 +107,7 @@ def _check(spec, resolution, others, args) -> int:
 
     problems = check(spec, resolution, None, args.out_dir, others)
     if args.json:
-        _print_json({"up_to_date": not problems, "problems": problems})
+        _print_json({"verdict": "stale" if problems else "ok", "up_to_date": not problems, "problems": problems})
     elif problems:
         print("lock is out of date:")
         for line in problems:

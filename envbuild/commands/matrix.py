@@ -46,6 +46,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         if plugin.query_installer:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
+    p = sub.add_parser("grid", parents=[common],
+                       help="a framework's builds x GPU architectures: which carry SASS or PTX for which sm_")
+    p.add_argument("framework", metavar="FRAMEWORK", help="pytorch or tensorflow (the tables that list compiled architectures)")
+    p.add_argument("version", nargs="?", help="only these releases: 2.8.0, '2.*', '>=2.4'")
+    p.add_argument("--installer", choices=("conda", "pip"))
+    p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
+    p.add_argument("--gpu", action="append", default=[], metavar="NAME", help="highlight this GPU (repeatable)")
+    p.add_argument("--fleet", metavar="FLEET.yaml", help="highlight the GPUs of this fleet's targets")
+    p.add_argument("--host", action="store_true", help="highlight this host's GPUs (read with nvidia-smi)")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--html", metavar="FILE", help="write the grid as a self-contained HTML page")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown table (for a README or a pull request)")
     p = sub.add_parser("images", parents=[common], help="the base image catalog, filtered")
     p.add_argument("--family", choices=tuple(f.value for f in BaseFamily))
     p.add_argument("--cuda")
@@ -63,18 +75,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
                    help="simple index to read (default: PIP_INDEX_URL, pip's config, else https://pypi.org/simple)")
     p.add_argument("--data", metavar="DIR", help="matrices folder to compare and write (default: the bundled one)")
     p.add_argument("--diff", metavar="FILE", help="write the dated diff here (default: wheels.diff next to the data)")
+    p.add_argument("--lock-proof", action="store_true",
+                   help="instead, lock each pip build's requirement with uv (newest release of each series, every "
+                        "platform and Python it has wheels for) and rebuild matrices/lockable.yaml")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="with --lock-proof: about N cases spread over the frameworks, compared with the committed "
+                        "table (nothing is written)")
+    p.add_argument("--every-release", action="store_true", help="with --lock-proof: every release, not the newest of each series")
+    p.add_argument("--workers", type=int, default=4, metavar="N", help="with --lock-proof: locks run at once (default 4)")
 
 
 def run(args: argparse.Namespace) -> int:
     from envbuild import matrix
 
     if args.topic == "refresh":
-        return _refresh(args)
+        return _lock_proof(args) if args.lock_proof else _refresh(args)
+    if args.topic == "grid":
+        return _grid(args)
     m = matrix.load()
     handler = {"gpu": _gpu, "cuda": _cuda, "driver": _driver, "images": _images}.get(args.topic, _framework)
     data, lines = handler(m, args)
     if args.json:
-        json.dump({"query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2, default=_jsonable)
+        json.dump({"verdict": "ok", "query": args.topic, "matrix_version": m.version, **data}, sys.stdout, indent=2,
+                  default=_jsonable)
         sys.stdout.write("\n")
     else:
         print("\n".join(lines))
@@ -304,6 +327,13 @@ def _select(rows, query: str | None, topic: str):
 
 def _framework(m, args):
     topic = args.topic
+    rows = _framework_rows(m, topic, args)
+    data = {"framework": topic, "query": args.version, "rows": [_row(r) for r in rows]}
+    return data, _framework_lines(topic, rows)
+
+
+def _framework_rows(m, topic: str, args) -> list:
+    """The framework's rows that the version query, --installer and --cuda select."""
     table = getattr(m, frameworks.get(topic).table)
     if not table:
         raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
@@ -320,8 +350,7 @@ def _framework(m, args):
             raise _suggest(args.version, [_framework_version(r) for r in table], f"{topic} version", topic)
         raise UserError(f"no {topic} {args.version or ''} build matches the filters".replace("  ", " "),
                         where=f"matrix {topic}", hint="drop --installer/--cuda to see every build")
-    data = {"framework": topic, "query": args.version, "rows": [_row(r) for r in rows]}
-    return data, _framework_lines(topic, rows)
+    return rows
 
 
 def _cuda_matches(row, cuda: str) -> bool:
@@ -357,6 +386,89 @@ def _framework_lines(topic: str, rows) -> list[str]:
     if len(sources) > 8:
         lines.append(f"  ... and {len(sources) - 8} more (see --json)")
     return lines
+
+
+# --- grid ----------------------------------------------------------------------------------------------------
+def _grid(args) -> int:
+    from envbuild import matrix
+    from envbuild import arch_grid
+
+    if args.html:
+        from envbuild import html
+
+        html.check_target(args.html, inputs=(args.fleet,))
+    m = matrix.load()
+    name = frameworks.aliases().get(args.framework.lower())
+    if name is None:
+        raise _suggest(args.framework, frameworks.names(), "framework", "grid")
+    args.framework = name
+    plugin = frameworks.get(name)
+    table = getattr(m, plugin.table)
+    if not table or not hasattr(table[0], "archs"):
+        listing = [p.name for p in frameworks.all() if getattr(m, p.table) and hasattr(getattr(m, p.table)[0], "archs")]
+        raise UserError(f"the {args.framework} rows record no compiled architectures", where="matrix grid",
+                        hint=f"the grid is drawn for {', '.join(listing)}; see `envbuild matrix {args.framework}`")
+    rows = _framework_rows(m, args.framework, args)
+    filters = {"version": args.version, "installer": args.installer, "cuda": args.cuda}
+    data = arch_grid.grid(m, args.framework, rows, _highlighted(m, args), filters)
+    if args.html:
+        from envbuild import html
+        from envbuild.html import grid_page
+
+        html.write(args.html, grid_page.render(data))
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.markdown:
+        sys.stdout.write(arch_grid.markdown(data))
+    elif args.html:
+        print(f"envbuild: wrote the {args.framework} grid ({len(data['rows'])} rows) to {args.html}", file=sys.stderr)
+    else:
+        print(arch_grid.text(data))
+    return 0
+
+
+def _highlighted(m, args) -> list[dict]:
+    """The GPUs to highlight, from --gpu, --fleet and --host: each GPU once, with its
+    compute capability (None when the GPU table does not know it) and where it is."""
+    from envbuild.matrix import lookup as L
+
+    asked: list[tuple[str, str | None, str]] = []
+    for name in args.gpu:  # as `matrix gpu` reads a name: an unknown or ambiguous one is refused
+        if L.parse_compute_capability(name) is None:
+            rows = L.gpu_candidates(m, name)
+            if len(rows) > 1:
+                raise UserError(f"ambiguous GPU {name!r}: {' or '.join(f'{g.name} ({g.compute_capability})' for g in rows)}",
+                                where="matrix grid --gpu", hint="name the model in full, or give its compute capability")
+            if not rows:
+                close = difflib.get_close_matches(name, L.gpu_names(m), n=3, cutoff=0.5)
+                raise UserError(f"unknown GPU {name!r}", where="matrix grid --gpu",
+                                hint=f"did you mean {', '.join(map(repr, close))}?" if close
+                                else "give the model (A100, V100) or a compute capability (8.0)")
+        asked.append((name, None, "--gpu"))
+    if args.fleet:
+        from envbuild.fleet import load_fleet
+
+        asked += [(t.gpu, None, t.name) for t in load_fleet(args.fleet).targets]
+    if args.host:
+        from envbuild import hostinfo
+
+        asked += [(name, cc, "this host") for name, cc in hostinfo.detect(check_docker=False).gpus]
+    gpus: dict[str, dict] = {}
+    for text, cc, where in asked:
+        name = text
+        if cc is None:
+            cc = L.parse_compute_capability(text)
+            if cc is not None:
+                name = f"compute capability {cc}"
+        if cc is None:
+            row = L.find_gpu(m, text)
+            if row is not None:
+                name, cc = row.name, row.compute_capability
+        entry = gpus.setdefault(name, {"name": name, "compute_capability": cc, "on": []})
+        if where not in entry["on"]:
+            entry["on"].append(where)
+    return list(gpus.values())
 
 
 # --- images --------------------------------------------------------------------------------------------------
@@ -423,3 +535,78 @@ def _refresh(args) -> int:
         raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
                                  where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
     return 1 if args.check and disagree else 0
+
+
+def _lock_proof(args) -> int:
+    """Lock every pip build's requirement (or a sample) and write matrices/lockable.yaml, or
+    with --sample / --check compare the answers with the committed table."""
+    import datetime
+    import time
+    from pathlib import Path
+
+    from envbuild import atomic, matrix
+    from envbuild.lock import proof
+    from envbuild.paths import MATRICES_DIR
+    from envbuild.versions import parse_version
+
+    if args.workers < 1 or (args.sample is not None and args.sample < 1):
+        raise UserError("--workers and --sample take a count of 1 or more", where="matrix refresh")
+    directory = Path(args.data) if args.data else MATRICES_DIR
+    if not (directory / "pytorch.yaml").is_file():
+        raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
+    m = matrix.load_from(directory, use_cache=False)
+    today = datetime.date.today().isoformat()
+    every = proof.cases(m, every_release=args.every_release)
+    if args.sample:  # cases the committed table answers, so that each one sampled is compared
+        known = {(r.requirement, r.index, r.platform, p) for r in m.lock_proofs for p in r.pythons.split()}
+        every = [c for c in every if (c.requirement, c.index, c.platform, c.python) in known]
+    chosen = proof.sample(every, args.sample) if args.sample else every
+    glibc = max((row.glibc for row in m.target_glibc), key=parse_version)
+    started = time.perf_counter()
+    done = [0]
+
+    def progress(case, answer):
+        done[0] += 1
+        if done[0] % 25 == 0:
+            print(f"envbuild: lock proof: {done[0]} locked ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    cache = proof.Cache(args.cache)
+    kept = sum(1 for c in chosen if (found := cache.get(c)) is not None and found.lockable is not None)
+    answers = proof.sweep(chosen, cache, glibc=glibc, today=today, offline=args.offline, workers=args.workers,
+                          progress=progress)
+    seconds = time.perf_counter() - started
+    head = [f"# envbuild matrix refresh --lock-proof {today}: {proof.PYPI}, glibc {glibc}",
+            f"# {len(chosen)} of {len(every)} cases ({kept} answered from the cache), {seconds:.0f} s"]
+    differ = _proof_differences(m, answers) if m.lock_proofs else []  # a first sweep has nothing to differ from
+    lines = head + proof.summary(answers) + [f"differs        {line}" for line in differ]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.sample or args.check:
+        return 1 if args.check and differ else 0
+    try:
+        atomic.write_text(directory / "lockable.yaml", proof.render(proof.rows(answers)))
+        atomic.write_text(Path(args.diff) if args.diff else directory / "lockable.diff", text)
+    except OSError as exc:
+        from envbuild.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
+                                 where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None
+    return 0
+
+
+def _proof_differences(m, answers) -> list[str]:
+    """Cases whose answer is not what the committed table says (a case it lacks included)."""
+    committed = {}
+    for r in m.lock_proofs:
+        for python in r.pythons.split():
+            committed[(r.requirement, r.index, r.platform, python)] = r.lockable
+    out = []
+    for case, answer in answers.items():
+        if answer.lockable is None:
+            continue
+        was = committed.get((case.requirement, case.index, case.platform, case.python))
+        if was != answer.lockable:
+            now = "locks" if answer.lockable else f"does not lock ({answer.why})"
+            out.append(f"{case.requirement} on {case.platform}, Python {case.python}: {now}; the table says "
+                       + ("nothing" if was is None else "it locks" if was else "it does not"))
+    return sorted(out)

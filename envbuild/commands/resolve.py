@@ -17,22 +17,34 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the resolution as JSON (schema in the README)")
     parser.add_argument("--fleet", metavar="FLEET.yaml", help="resolve against every target of a fleet file (docs/fleets.md)")
     parser.add_argument("--target", action="append", default=[], metavar="NAME", help="with --fleet: only these targets (repeatable)")
+    parser.add_argument("--html", metavar="FILE", help="also write the answer as a self-contained HTML page (with --fleet: "
+                        "a target x link grid)")
 
 
 def run(args) -> int:
     from envbuild.commands._spec import spec_from_args
 
     spec = spec_from_args(args)  # bad input ends here, before the matrices are read
+    if args.html:
+        from envbuild import html
+
+        html.check_target(args.html, inputs=(spec.source, args.fleet))
     if getattr(args, "fleet", None) or getattr(args, "target", None):
         return _run_fleet(spec, args)
     from envbuild.image_facts import read
     from envbuild.resolver import resolve
 
     resolution = resolve(spec, read_base=read)
+    data = resolution.to_json() if args.json or args.html else None
+    if args.html:
+        from envbuild import html
+        from envbuild.html import resolve_page
+
+        html.write(args.html, resolve_page.render(data, source=spec.source or "command line"))
     if args.json:
         import json
 
-        text = json.dumps(resolution.to_json(), indent=2)
+        text = json.dumps(data, indent=2)
     else:
         from envbuild.report import render
 
@@ -59,11 +71,18 @@ def _run_fleet(spec, args) -> int:
     targets = load_fleet(args.fleet).select(args.target)
     from envbuild.image_facts import read
 
-    result = resolve_fleet(spec, targets, joint_fixes=args.json, read_base=read)  # the text shows no joint fixes
+    # the text report shows no joint fixes; the JSON and the page do
+    result = resolve_fleet(spec, targets, joint_fixes=bool(args.json or args.html), read_base=read)
+    data = to_json(result) if args.json or args.html else None
+    if args.html:
+        from envbuild import html
+        from envbuild.html import resolve_page
+
+        html.write(args.html, resolve_page.render_fleet(data, source=spec.source or "command line", fleet=args.fleet))
     if args.json:
         import json
 
-        text = json.dumps(to_json(result), indent=2)
+        text = json.dumps(data, indent=2)
     else:
         text = render_text(result)
     _write(text + "\n")

@@ -8,21 +8,25 @@ HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5000/team/train:tag")
+    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5555/team/train:tag")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
                         help="print the JSON report on stdout (schema/verify.schema.json), or write it to FILE")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML (one testcase per check) to FILE")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML page: each check, and the measured "
+                        "bandwidth and TFLOP/s against the GPU's peak (per target with --fleet)")
     parser.add_argument("--expect", metavar="SPEC", help="spec file the image should satisfy (resolved for comparison)")
     parser.add_argument("--no-perf", action="store_true", help="skip the bandwidth and GEMM measurements")
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the probe (default 900)")
+    parser.add_argument("--static", action="store_true",
+                        help="only the probe's checks that need no GPU (the library builds, their CUDA variant and "
+                             "architectures, the image's CUDA): for a host or a node without one")
     fleet = parser.add_argument_group("fleet (run the probe on every target through its scheduler; docs/fleets.md)")
     fleet.add_argument("--fleet", metavar="FLEET.yaml", help="submit the probe to every target of this fleet file")
     fleet.add_argument("--target", action="append", default=[], metavar="NAME", help="only these targets (repeatable)")
     fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
-    fleet.add_argument("--static", action="store_true", help="only the probe's checks that need no GPU")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
 
 
@@ -31,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
 
+    if args.html:
+        from envbuild import html
+
+        html.check_target(args.html, inputs=(args.fleet, args.expect), others=(args.json, args.junit))
     if args.fleet or args.target:
         return _run_fleet(args)
 
@@ -41,10 +49,16 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_verify(args.image, gpus=args.gpus, expect=_expected(args.expect) if args.expect else None,
                         facts=pipeline.probe_facts(), timeout=args.timeout, perf=not args.no_perf,
-                        progress=Progress(sys.stderr))
-    _answer(args, report.to_json(), lambda: summary_text(report))
+                        progress=Progress(sys.stderr), static=args.static)
+    data = report.to_json()
+    _answer(args, data, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report.checks, elapsed_s=report.elapsed_s, properties=report.properties())
+    if args.html:
+        from envbuild import html
+        from envbuild.html import verify_page
+
+        html.write(args.html, verify_page.render(data))
     return report.exit_code
 
 
@@ -80,6 +94,11 @@ def _run_fleet(args: argparse.Namespace) -> int:
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
+    if args.html:
+        from envbuild import html
+        from envbuild.html import verify_page
+
+        html.write(args.html, verify_page.render_fleet(report))
     return 0 if report["ok"] else 1
 
 

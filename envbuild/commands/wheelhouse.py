@@ -15,7 +15,6 @@ def configure(parser) -> None:
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder to fill (created; files already there with the locked hash are kept)")
     add_build_arguments(parser)
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     parser.add_argument("--json", action="store_true",
                         help="print the files as one JSON object (schema/wheelhouse.schema.json)")
 

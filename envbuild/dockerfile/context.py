@@ -228,6 +228,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
                             where=f"--wheelhouse {wheelhouse}",
                             hint="fill it from the same lock with `envbuild wheelhouse SPEC --lock-dir LOCK -o DIR`")
     installed = tuple(locked.installed_versions(lock, tuple(f.name for f in stack.frameworks)).items())
+    cuda = locked.installed_cuda(lock, stack.cuda)
     # --- end locked files ---
     base = base or catalog_base(resolution)
     base_ref, digest = base.ref, base.digest
@@ -236,7 +237,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
         pip_layers = layers.split(_installed_pip_lock(lock), facts.layers, layers.requested(resolution.spec.pip_packages))
     data = render.RenderInput(resolution, lock.installer, base_ref, digest, pip_wheel=has_pip_wheel(wheelhouse),
                               installed=installed, layers=tuple((x.name, layers.describe(x)) for x in pip_layers or ()),
-                              wheelhouse=wheelhouse is not None, facts=facts)
+                              wheelhouse=wheelhouse is not None, cuda=cuda, facts=facts)
     dockerfile = render.render(data)
     extra = {}
     if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)

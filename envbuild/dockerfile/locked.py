@@ -15,11 +15,10 @@ _DIRECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)"
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 _ANY_HASH = re.compile(r"--hash[=\s]")
 
-# Besides the frameworks' own packages, the libraries whose versions a user asks about
-# when an image misbehaves (runtime, cuDNN, NCCL, the array library, the interpreter).
-KEY_LIBRARIES = ("python", "cuda-version", "cuda-runtime", "cuda-cudart", "cudatoolkit", "cudnn", "nccl",
-                 "numpy", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cudnn-cu12",
-                 "nvidia-cudnn-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
+# Besides the frameworks' own packages and the CUDA runtime, ptxas and cuDNN packages
+# (matrices/packages.yaml), the libraries whose versions a user asks about when an image
+# misbehaves (NCCL, the array library, the interpreter).
+KEY_LIBRARIES = ("python", "cuda-version", "cuda-runtime", "nccl", "numpy", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 
 
 def normalize(name: str) -> str:
@@ -93,8 +92,12 @@ def locked_files(lock: LockInput) -> list[LockedFile]:
 def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dict[str, str]:
     """Versions the image installs of the frameworks' packages and the key libraries."""
     from envbuild import frameworks as plugins
+    from envbuild.package_sets import package_set
 
     wanted = {normalize(n) for n in KEY_LIBRARIES}
+    # the CUDA runtime, ptxas and cuDNN, which the probe compares with the image's labels
+    wanted |= {normalize(n) for name in ("cuda_runtime_package", "ptxas_package", "cudnn_package")
+               for n in package_set(name)}
     wanted |= {normalize(n) for p in plugins.all() for n in p.conda_packages}
     wanted |= {normalize(f) for f in frameworks}
     # pip names of the frameworks: torch, cupy-cuda12x, jax-cuda12-plugin, tensorflow...
@@ -107,6 +110,14 @@ def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dic
             if item.version:
                 found[key] = item.version
     return dict(sorted(found.items()))
+
+
+def installed_cuda(lock: LockInput, fallback: str | None) -> str | None:
+    """The CUDA runtime (major.minor) the lock installs; `fallback` when it locks none (the
+    framework's wheel or the base image carries the CUDA)."""
+    from envbuild.cuda_packages import installed_cuda as from_packages
+
+    return from_packages([(item.name, item.version) for item in locked_files(lock) if item.version], fallback)
 
 
 def wheel_matches(entry: LockedFile, wheel: Path) -> bool:

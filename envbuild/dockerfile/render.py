@@ -145,7 +145,14 @@ class RenderInput:
     # a pip environment's layers after the venv (envbuild.dockerfile.layers): (name, what it holds)
     layers: tuple[tuple[str, str], ...] = ()
     wheelhouse: bool = False  # an offline build: the context has the installer's wheels
+    cuda: str | None = None  # the CUDA runtime the lock installs (major.minor); None: the resolved CUDA
     facts: MatrixFacts = field(kw_only=True)
+
+    @property
+    def image_cuda(self) -> str | None:
+        """The CUDA the image's environment runs: what its lock installs, which a framework's
+        own requirements may have moved past the resolved CUDA."""
+        return self.cuda or self.resolution.resolved.cuda
 
 
 TEMPLATE = DOCKERFILES_DIR / "template.Dockerfile"
@@ -156,9 +163,11 @@ def comment(text: str) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines())
 
 
-def stack_summary(stack: ResolvedStack) -> str:
+def stack_summary(stack: ResolvedStack, cuda: str | None = None) -> str:
+    """One line of the stack; `cuda`: the CUDA the lock installs when it is not the resolved one."""
     parts = [f"{f.name} {f.version}" + (f" (CUDA {f.cuda})" if f.cuda else "") for f in stack.frameworks]
-    parts.append(f"CUDA {stack.cuda}" if stack.cuda else "no CUDA")
+    cuda = cuda or stack.cuda
+    parts.append(f"CUDA {cuda}" if cuda else "no CUDA")
     if stack.cudnn:
         parts.append(f"cuDNN {stack.cudnn}")
     parts.append(f"Python {stack.python}")
@@ -166,15 +175,16 @@ def stack_summary(stack: ResolvedStack) -> str:
     return ", ".join(parts)
 
 
-def require_cuda(stack: ResolvedStack, driver_floor: str | None = None) -> str:
+def require_cuda(stack: ResolvedStack, driver_floor: str | None = None, cuda: str | None = None) -> str:
     """NVIDIA_REQUIRE_CUDA for the NVIDIA container runtime: `cuda>=X.Y` refuses drivers
     older than the environment's CUDA. For CUDA 11+ minor-version compatibility lets any
     driver at or above the major's floor (`driver_floor`, from the matrices) run it, which
     the resolver accepted too, so that floor is allowed as an alternative clause (space =
-    OR for the runtime)."""
-    if not stack.cuda:
+    OR for the runtime). `cuda`: the CUDA the lock installs, when not the resolved one."""
+    cuda = cuda or stack.cuda
+    if not cuda:
         return ""
-    clauses = [f"cuda>={stack.cuda}"]
+    clauses = [f"cuda>={cuda}"]
     if driver_floor:
         clauses.append(f"driver>={driver_floor}")
     return " ".join(clauses)
@@ -191,14 +201,14 @@ def labels(data: RenderInput) -> dict[str, str]:
     frameworks = " ".join(f"{f.name}=={f.version}" + (f"+cuda{f.cuda}" if f.cuda else "") for f in stack.frameworks)
     values = {
         "org.opencontainers.image.title": res.spec.name or "envbuild-environment",
-        "org.opencontainers.image.description": f"GPU environment: {stack_summary(stack)}",
+        "org.opencontainers.image.description": f"GPU environment: {stack_summary(stack, data.image_cuda)}",
         "org.opencontainers.image.base.name": data.base_ref.split("@")[0],
         "org.opencontainers.image.base.digest": data.base_digest or "",
         f"{LABEL_NS}.version": __version__,
         f"{LABEL_NS}.spec-hash": res.spec.hash(),
         f"{LABEL_NS}.matrix-version": res.matrix_version,
         f"{LABEL_NS}.frameworks": frameworks,
-        f"{LABEL_NS}.cuda": stack.cuda or "",
+        f"{LABEL_NS}.cuda": data.image_cuda or "",  # installed, as the probe's label check reads it
         f"{LABEL_NS}.cudnn": stack.cudnn or "",
         f"{LABEL_NS}.python": stack.python,
         f"{LABEL_NS}.installer": data.installer,
@@ -284,11 +294,11 @@ def render(data: RenderInput) -> str:
     return template.substitute(
         envbuild_version=__version__,
         name=data.resolution.spec.name or "envbuild-environment",
-        stack_summary=stack_summary(stack),
+        stack_summary=stack_summary(stack, data.image_cuda),
         base_ref=data.base_ref,
         base_why=" ".join((base.why or f"{base.family} base").split()),
         prefix=PREFIX,
-        require_cuda=quote(require_cuda(stack, facts.driver_floor)),
+        require_cuda=quote(require_cuda(stack, facts.driver_floor, data.image_cuda)),
         user_env=user_env,
         labels=label_text,
         runtime_python=_runtime_python(data),

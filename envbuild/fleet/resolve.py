@@ -20,6 +20,7 @@ from typing import Any
 from envbuild.fleet import Target
 from envbuild.memory_size import fmt_gib
 from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
+from envbuild.check_lines import checks_json
 from envbuild.values import DriverVersion
 from envbuild.versions import parse_version
 
@@ -40,8 +41,24 @@ class TargetResult:
         t = self.target
         return {"name": t.name, "verdict": self.verdict, "gpu": t.gpu, "mig": t.mig, "driver": t.driver,
                 "platform": t.platform, "gpu_memory_gib": t.gpu_memory_gib, "scheduler": t.kind,
-                "conflicts": to_jsonable(self.conflicts), "warnings": to_jsonable(self.warnings),
+                "conflicts": to_jsonable(self.conflicts), "checks": self.checks(), "warnings": to_jsonable(self.warnings),
                 "alone_choice": self.alone_choice}
+
+    def checks(self) -> list[dict[str, str]]:
+        """The resolver's check lines judged by this target's conflicts (its MIG floors
+        too), and its GPU memory when the spec asks for an amount."""
+        out = checks_json(self.resolution, self.conflicts)
+        need = self.resolution.spec.gpu_memory_gib
+        if need:
+            have = self.target.gpu_memory_gib
+            if any(c.kind == "gpu_memory_insufficient" for c in self.conflicts):
+                status, detail = "conflict", f"{fmt_gib(have)} < {fmt_gib(need)}"
+            elif have is None:
+                status, detail = "skipped", "not checked: GPU memory unknown (add gpu_memory to the target)"
+            else:
+                status, detail = "ok", f"{fmt_gib(have)} >= {fmt_gib(need)}"
+            out.append({"link": "gpu_memory", "label": "GPU memory", "status": status, "detail": detail})
+        return out
 
 
 @dataclass

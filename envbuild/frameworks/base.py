@@ -9,8 +9,10 @@ plugin stays cheap.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from envbuild.matrix.wheels import IndexFields
 
 
 class Pins(NamedTuple):
@@ -19,15 +21,6 @@ class Pins(NamedTuple):
     conda: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     index_url: str | None = None
-
-
-@dataclass(frozen=True)
-class IndexFields:
-    """What a release's core metadata adds to its `matrices/wheels.yaml` row."""
-
-    fields: dict[str, Any] = field(default_factory=dict)  # further keys of the row (`cuda`, `pins`, `inferred`)
-    notes: tuple[str, ...] = ()  # what could not be read, for the refresh report
-    pinned: dict[str, set[str]] = field(default_factory=dict)  # project -> releases it pins: recorded too
 
 
 class Framework:
@@ -59,6 +52,10 @@ class Framework:
     has_cpu_builds: bool = False  # CPU builds share the package name: the build string must say cuda
     # conda records published as CPU and GPU builds under one name (and CPU/GPU selectors)
     variant_records: tuple[str, ...] = ()
+    # it compiles its kernels at run time with the ptxas installed next to it (XLA): a ptxas
+    # newer than the driver's CUDA slows it down, or breaks it where the release needs its
+    # toolkit's own driver (envbuild/lock/cuda_check.py)
+    jit_ptxas: bool = False
 
     # --- `envbuild matrix FRAMEWORK` -------------------------------------------------------------
     query_installer: bool = False  # offer --installer

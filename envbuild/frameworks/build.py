@@ -61,6 +61,10 @@ class Build:
     ranged: bool = False
     # the wheel files of what pip installs for it (resolver.artefacts.Wheels); None = not read
     wheels: object = None
+    # the lock proof's rows for its pip requirement (matrices/lockable.yaml), and per
+    # platform the Pythons they say do not lock (resolver.lockable)
+    lock_proof: tuple = ()
+    unlockable: dict = field(default_factory=dict)
     v: Version = field(default=None)  # type: ignore[assignment]
     cuda_v: Version = field(default=None)  # type: ignore[assignment]
 
@@ -72,14 +76,18 @@ class Build:
     def cuda_major(self) -> int:
         return self.cuda_v.release[0]
 
+    def published_pythons(self, platform: str) -> frozenset[str] | None:
+        """The Pythons published on `platform`: those with a wheel when the index was read
+        for this build (its artefacts win over the matrix range), else the range."""
+        found = self.wheels.pythons(platform) if self.wheels is not None else None
+        return found or self.pythons
+
     def pythons_on(self, platform: str) -> frozenset[str] | None:
-        """The Pythons to choose from on `platform`: those with a wheel when the index was
-        read for this build (its artefacts win over the matrix range), else the range."""
-        if self.wheels is not None:
-            found = self.wheels.pythons(platform)
-            if found:
-                return found
-        return self.pythons
+        """The Pythons to choose from on `platform`: the published ones, without those the
+        lock proof found not to lock."""
+        found = self.published_pythons(platform)
+        refused = self.unlockable.get(platform)
+        return found - refused if refused and found is not None else found
 
     @property
     def label(self) -> str:

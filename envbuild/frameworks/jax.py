@@ -1,7 +1,8 @@
 """JAX: one matrix row per release, with the CUDA majors its plugin wheels are built for."""
 from __future__ import annotations
 
-from envbuild.frameworks.base import Framework, IndexFields, Pins
+from envbuild.frameworks.base import Framework, Pins
+from envbuild.matrix.wheels import IndexFields
 
 _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 
@@ -15,6 +16,7 @@ class Jax(Framework):
     pip_name_prefixes = ("jax-cuda",)  # jax-cuda12-plugin, jax-cuda12-pjrt
     conda_packages = ("jaxlib",)
     has_cpu_builds = True
+    jit_ptxas = True  # XLA compiles with the ptxas of nvidia-cuda-nvcc-cuXX
     variant_records = ("jaxlib",)
     index_sdist_projects = ("jax",)  # early jax releases were published as sdists only
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-from envbuild.frameworks.base import Framework, IndexFields, Pins
+from envbuild.frameworks.base import Framework, Pins
+from envbuild.matrix.wheels import IndexFields
 
 _WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack some)
 # the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package

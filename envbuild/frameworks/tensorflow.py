@@ -17,6 +17,7 @@ class TensorFlow(Framework):
     pip_name_prefixes = ("tensorflow",)  # tensorflow, tensorflow-gpu
     conda_packages = ("tensorflow-base", "tensorflow-gpu", "tensorflow")
     has_cpu_builds = True
+    jit_ptxas = True  # XLA compiles with the ptxas of nvidia-cuda-nvcc-cuXX
     variant_records = ("tensorflow", "tensorflow-base", "tensorflow-gpu")
 
     def builds(self, m, minors):

@@ -4,10 +4,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from envbuild import say
+
 
 def _git(folder: Path, *args: str) -> str | None:
+    argv = ["git", "-C", str(folder), *args]
+    say.command(argv)
     try:
-        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=5)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):  # no git here: no provenance, not an error
         return None
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None

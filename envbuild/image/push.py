@@ -74,6 +74,8 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
             error = exc.explanation or str(exc)
         except docker.errors.DockerException as exc:
             error = str(exc)
+        for task in layers.values():  # uploads this attempt left unfinished: a retry starts them again
+            task.done("interrupted")
         if error is None and digest:
             return Pushed(digest, frozenset(uploaded))
         error = error or "the engine reported no digest"

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from envbuild import matrix
 from envbuild.errors import UserError
+from envbuild.lock.cuda_check import CudaReport, judge, lock_pip
 from envbuild.lock.metadata import Stamp, stamp_for
 from envbuild.lock.solve import LockedPackage, SolveFailed
 from envbuild.model import BUILD_PLATFORMS, Resolution, Spec
@@ -39,6 +41,7 @@ class LockResult:
     stamp: Stamp | None = None
     pip: dict[str, tuple] = field(default_factory=dict)  # platform -> its pinned PipPins
     base: dict | None = None  # base-packages.json: the pins the base image provides, what differs
+    cuda: tuple[CudaReport, ...] = ()  # per platform: the CUDA the lock installs, judged again
 
 
 def target_platforms(resolution: Resolution, platforms: "tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
@@ -109,12 +112,18 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,))]
         solved = solve(requests)
     pip_locks, over_base = [], None
+    released: dict = {}  # platform -> the CUDA wheels not held to the resolved release, and why
     if any(needs_pip(spec, r) for r in resolutions.values()):
         pip_locks, over_base = pip_lock_files(spec, resolutions, chosen, index_url, extra_index_urls,
-                                              timeout=pip_timeout, allow_unhashed=allow_unhashed, read_base=read_base)
+                                              timeout=pip_timeout, allow_unhashed=allow_unhashed, read_base=read_base,
+                                              released=released)
 
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
+    reports = _cuda_reports(resolutions, chosen, solved, pip_locks, released)
+    refused = tuple(c for report in reports for c in report.conflicts)
+    if refused:
+        raise LockConflict(refused, "")
 
     from envbuild.lock.virtual import unknown_os_note
 
@@ -124,6 +133,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         notes.append(_other_sources_note(pip_locks[0][2].request))
     if over_base is not None:
         notes.append(over_base.note)
+    notes += [w for report in reports for w in report.warnings]
     lockfile = None
     if requests:
         virtual = {r.platform: " ".join(str(v) for v in r.virtual_packages) for r in requests}
@@ -138,8 +148,9 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
             folder.fault_step(f"wrote {folder.CONDA_LOCKFILE}")
             for platform, packages in solved.items():
                 new.write_text(folder.explicit_name(platform), conda_lockfile.render_explicit(platform, packages, stamp))
+        about = {report.platform: tuple(report.lines()) for report in reports}
         for platform, i, lock_ in pip_locks:
-            _write_pip_lock(new, platform, i == 0, lock_, stamp)
+            _write_pip_lock(new, platform, i == 0, lock_, stamp, about.get(platform, ()))
         if over_base is not None:
             from envbuild.lock import base_packages
 
@@ -150,17 +161,20 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         out_dir=out, platforms=chosen, files=tuple(written), conda=solved,
         pip_hashed=all(lock_.hashed for _, _, lock_ in pip_locks) if pip_locks else None,
         notes=tuple(dict.fromkeys(n for n in notes if n)), stamp=stamp,
-        pip={platform: lock_.pins for platform, _, lock_ in pip_locks},
+        pip={platform: lock_.pins for platform, _, lock_ in pip_locks}, cuda=reports,
         base=over_base.record(pip_locks[0][0]) if over_base is not None else None,
     )
 
 
 def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple[str, ...], index_url: str | None,
-                   extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool, read_base=None):
+                   extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool, read_base=None,
+                   released: dict | None = None):
     """([(platform, its position among the chosen, PipLock)] for each platform with pip
-    requirements, each from its own resolution; and for the first platform's pip
-    environment, a venv over its base image's Python, the split of its pins between what
-    the base provides and what the image installs (lock.base_packages), else None)."""
+    requirements, each from its own resolution, its CUDA wheels held to the resolved CUDA
+    release wherever the requirements allow (`released` gets, per platform, those that
+    moved); and for the first platform's pip environment, a venv over its base image's
+    Python, the split of its pins between what the base provides and what the image
+    installs (lock.base_packages), else None)."""
     from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
     from envbuild.lock.pip_config import read_pip_settings
 
@@ -173,23 +187,33 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
         request = pip_lock.build_pip_request(spec, own, platform, index_url, settings, extra_index_urls)
         if request is None:
             continue
+
+        def held(req, explain=True, platform=platform, own=own):
+            locked, moved = lock_pip(matrix.load(), req, own.resolved.cudnn, timeout=timeout,
+                                     allow_unhashed=allow_unhashed, explain=explain)
+            if released is not None:
+                released[platform] = moved
+            return locked
+
         if not found and own.resolved.installer == "pip":  # a venv over the base image's own Python
             from envbuild.lock import base_packages
 
             locked, over_base = base_packages.lock_over_base(own, request, timeout=timeout,
-                                                             allow_unhashed=allow_unhashed, read_base=read_base)
+                                                             allow_unhashed=allow_unhashed, read_base=read_base,
+                                                             lock=held)
         else:
-            locked = pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)
+            locked = held(request)
         found.append((platform, i, locked))
     return found, over_base
 
 
-def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp) -> None:
-    """requirements.lock and, when every file is hashed (PEP 751 wants that), pylock.toml."""
+def _write_pip_lock(new, platform: str, first: bool, lock_, stamp: Stamp, about: tuple[str, ...] = ()) -> None:
+    """requirements.lock (`about`: header lines on the CUDA it installs) and, when every file
+    is hashed (PEP 751 wants that), pylock.toml."""
     from envbuild.lock import folder, pip_lock, pylock
 
     name = folder.pip_lock_name(platform, first)
-    new.write_text(name, pip_lock.render(lock_, stamp, name))
+    new.write_text(name, pip_lock.render(lock_, stamp, name, about))
     if lock_.hashed:
         name = folder.pylock_name(platform, first)
         new.write_text(name, pylock.render(lock_, stamp, name))
@@ -206,6 +230,22 @@ def _other_sources_note(request) -> str | None:
     return (f"pip's configuration here adds {', '.join(mask(u) for u in left_out)}; the lock resolves only from "
             f"the indexes it names ({', '.join(mask(u) for u in request.indexes)}): pass --index-url or "
             "--extra-index-url to lock from another")
+
+
+def _cuda_reports(resolutions: dict[str, Resolution], platforms, solved, pip_locks, released) -> tuple[CudaReport, ...]:
+    """Per platform, the CUDA the locked records install, judged against that platform's
+    resolved stack (pip's wheels first: the frameworks load them before the conda packages)."""
+    m = matrix.load()
+    pins = {platform: lock_.pins for platform, _, lock_ in pip_locks}
+    out = []
+    for platform in platforms:
+        stack = resolutions[platform].resolved
+        packages = [(p.name, p.version) for p in pins.get(platform, ())]
+        packages += [(p.name, p.version) for p in solved.get(platform, ())]
+        report = judge(m, stack, platform, packages, released.get(platform, ()))
+        if stack.cuda or report.components:
+            out.append(report)
+    return tuple(out)
 
 
 def _sources(spec: Spec) -> list[str]:

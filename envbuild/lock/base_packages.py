@@ -286,14 +286,21 @@ def record_text(found: Split, platform: str) -> str:
     return json.dumps(found.record(platform), indent=2) + "\n"
 # --- the lock ------------------------------------------------------------------------------------
 
-def lock_over_base(resolution, request, *, timeout: float, allow_unhashed: bool, read_base=None):
+def lock_over_base(resolution, request, *, timeout: float, allow_unhashed: bool, read_base=None, lock=None):
     """The pip lock of `request` solved with the base's versions as constraints, and its
     split: (PipLock, Split). When the spec cannot be locked at every version the base
-    carries, it is locked without them and the split says what differs."""
+    carries, it is locked without them and the split says what differs. `lock(request,
+    explain)` makes each lock (default: uv and the hash guard of pip_lock; the lock API passes one that
+    also holds the CUDA wheels to the resolved release)."""
     from dataclasses import replace
 
     from envbuild import matrix
     from envbuild.lock import pip_lock
+
+    if lock is None:
+        def lock(req, explain=True):
+            pins = pip_lock.resolve_uv(req, timeout, explain=explain)
+            return pip_lock.checked_lock(req, pins, allow_unhashed=allow_unhashed)
 
     base, note = contents(resolution, matrix.load(), read_base)
     locked = None
@@ -303,12 +310,11 @@ def lock_over_base(resolution, request, *, timeout: float, allow_unhashed: bool,
             constrained = replace(request, constraints=wanted)
             try:
                 pip_lock.check_indexes(constrained, timeout)
-                pins = pip_lock.resolve_uv(constrained, timeout, explain=False)
-                locked = pip_lock.checked_lock(constrained, pins, allow_unhashed=allow_unhashed)
+                locked = lock(constrained, False)
             except pip_lock.PipLockFailed:
                 note = (f"the spec cannot be locked at every version the base image {base.ref} carries, so it was "
                         f"locked without them")
     if locked is None:
-        locked = pip_lock.lock_pip(request, timeout=timeout, allow_unhashed=allow_unhashed)
+        locked = lock(request)
     exact = exact_dependencies(base, locked.pins, request) if base is not None else {}
     return locked, split(base, locked.pins, resolution, note, exact)

@@ -33,6 +33,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Iterator
 
+from envbuild import say
+
 CONDA_LOCKFILE = "conda-lock.yml"
 PIP_LOCKFILE = "requirements.lock"
 PYLOCK = "pylock.toml"  # the same pip lock in PEP 751's format
@@ -274,7 +276,7 @@ def _exclusive(folder: Path) -> Iterator[None]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 if not said:
-                    print(f"envbuild: waiting for another envbuild run that is writing {folder}", file=sys.stderr, flush=True)
+                    say.note(f"waiting for another envbuild run that is writing {folder}")
                     said = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -285,7 +287,7 @@ def _exclusive(folder: Path) -> Iterator[None]:
             held = os.fstat(fd)
             if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
                 if said:
-                    print(f"envbuild: the other run finished; writing {folder}", file=sys.stderr, flush=True)
+                    say.note(f"the other run finished; writing {folder}")
                 yield
                 return
         finally:

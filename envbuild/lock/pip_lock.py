@@ -24,6 +24,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from envbuild import say
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import PIP_LOCKFILE
 from envbuild.lock.metadata import Stamp
@@ -33,6 +34,7 @@ from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
 from envbuild.model import Conflict, Fix, Resolution, Spec
 from envbuild.urls import mask, mask_text, strip_credentials
+from envbuild.versions import pypi_form
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."
@@ -53,7 +55,8 @@ class PipRequest:
     settings: PipSettings = field(default_factory=PipSettings)
     cuda: str | None = None  # the resolved CUDA the framework wheels are built for
     # `name==version` the solver must keep to if it installs `name` at all (never installs
-    # it): the versions the base image carries (envbuild.lock.base_packages)
+    # it): the versions the base image carries (envbuild.lock.base_packages), and the CUDA
+    # component wheels of the resolved CUDA release (envbuild.lock.cuda_check)
     constraints: tuple[str, ...] = ()
 
     @property
@@ -113,11 +116,6 @@ def check_index_url(url: str, where: str = "--index-url") -> str:
     return url
 
 
-def _pypi_form(requirement: str) -> str:
-    """`torch==2.5.1+cu124` -> `torch==2.5.1`: the untagged wheel PyPI serves."""
-    return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
-
-
 def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None,
                       settings: PipSettings | None = None, extra_index_urls: tuple[str, ...] = ()) -> PipRequest | None:
     """What uv is asked for `platform` (whose own resolution `resolution` is): the resolved
@@ -140,7 +138,7 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
         from_pypi = framework.pypi_default and platform == stack.platform
         for text in framework.pip_requirements:
             _requirement(text, f"resolved {framework.name}")
-            text = _pypi_form(text) if from_pypi else text
+            text = pypi_form(text) if from_pypi else text
             requirements.append(text)
             frameworks.append(text)
         if framework.pip_index_url and not from_pypi and framework.pip_index_url not in extra:
@@ -261,8 +259,9 @@ def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> 
             with open(constraints, "w", encoding="utf-8") as handle:
                 handle.write("\n".join(request.constraints) + "\n")
         try:
-            done = subprocess.run(uv_command(request, requirements_in, output, constraints), capture_output=True,
-                                  text=True, env=uv_env(request, timeout), timeout=900)
+            command = uv_command(request, requirements_in, output, constraints)
+            say.command(command)
+            done = subprocess.run(command, capture_output=True, text=True, env=uv_env(request, timeout), timeout=900)
         except subprocess.TimeoutExpired:
             raise EnvironmentProblem("uv did not finish resolving the pip requirements within 15 minutes",
                                      hint="check the indexes' speed; run again with a warm cache") from None
@@ -389,10 +388,6 @@ def _wrong_variant(pin: PipPin, cuda: str | None) -> str | None:
     return None
 
 
-def lock_pip(request: PipRequest, *, timeout: float = 10.0, allow_unhashed: bool = False) -> PipLock:
-    return checked_lock(request, resolve_uv(request, timeout), allow_unhashed=allow_unhashed)
-
-
 def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashed: bool) -> PipLock:
     """The lock of `pins`, refused when a wheel is not the resolved CUDA variant, or when a
     pin has no hash (uv hashes files the index publishes no hash for by reading them, so
@@ -433,12 +428,14 @@ def requirement_line(pin: PipPin) -> str:
     return f"{pin.name}=={pin.version}" if pin.version else pin.name
 
 
-def render(lock: PipLock, stamp: Stamp, name: str = PIP_LOCKFILE) -> str:
-    """requirements.lock (`name` is the file's own name, for the install line)."""
+def render(lock: PipLock, stamp: Stamp, name: str = PIP_LOCKFILE, about: tuple[str, ...] = ()) -> str:
+    """requirements.lock (`name` is the file's own name, for the install line; `about`:
+    further header lines, such as what CUDA it installs)."""
     request = lock.request
     lines = [
         "# pip requirements lock written by `envbuild lock`; do not edit.",
         f"# Target: {request.platform}, CPython {request.python}.",
+        *(f"# {line}" for line in about),
     ]
     if lock.hashed:
         lines.append("# Every package is pinned with the sha256 of each file of it the target can install:")

@@ -53,6 +53,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "gpu_peak": ("gpu_peak.yaml", "peaks", t.GpuPeak),
     "family_rules": ("family_rules.yaml", "rules", t.FamilyRule),
     "wheels": ("wheels.yaml", "releases", t.WheelRelease),
+    "lock_proofs": ("lockable.yaml", "rows", t.LockProof),
     "mig_floors": ("mig.yaml", "floors", t.MigFloor),
     "mig_profiles": ("mig.yaml", "profiles", t.MigProfile),
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
@@ -93,6 +94,7 @@ class Matrices:
     base_carries: tuple[t.BaseCarries, ...] = ()
     gpu_peak: tuple[t.GpuPeak, ...] = ()
     wheels: tuple[t.WheelRelease, ...] = ()
+    lock_proofs: tuple[t.LockProof, ...] = ()
     mig_floors: tuple[t.MigFloor, ...] = ()
     mig_profiles: tuple[t.MigProfile, ...] = ()
     cloud_instances: tuple[t.CloudInstance, ...] = ()

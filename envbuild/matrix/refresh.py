@@ -26,8 +26,11 @@ HEADER = """\
 # do not edit by hand (docs/matrices.md). One row per release the other matrices know:
 # wheels = platform -> CPython versions that have a wheel file (free-threaded builds left out);
 # cuda / cuda_aarch64 (torch) = the CUDA runtime the Linux x86_64 / aarch64 wheel pins in its Requires-Dist;
-# pins (jax) = the artefacts each CUDA extra pins in jax's Requires-Dist.
+# pins (jax) = the artefacts each CUDA extra pins in jax's Requires-Dist;
+# pins (cuda-toolkit, NVIDIA's metapackage; the newest update of each CUDA minor) = the component
+# wheels of that CUDA release, as its `all` extra pins them (what `envbuild lock` holds a pip lock to).
 """
+TOOLKIT = "cuda-toolkit"
 
 
 @dataclass
@@ -66,17 +69,20 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
     today = today or datetime.date.today().isoformat()
     owner = {project: plugin for plugin in plugins for project in plugin.index_releases(m)}
     plan = _plan(m, plugins)
-    names = sorted(set(plan) | _projects(m, plugins))
+    names = sorted(set(plan) | _projects(m, plugins) | {TOOLKIT})
     sdist_only = {p for plugin in plugins for p in plugin.index_sdist_projects}
     metadata = _Metadata(index)
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
         grouped = {name: w.by_version(f) for name, f in files.items()}
         plan.update(_series_plan(m, grouped, plugins))
+        plan[TOOLKIT] = _toolkit_plan(grouped[TOOLKIT])
         releases = [(p, v) for p in sorted(plan) for v in sorted(plan[p], key=Version)]
 
         def fields_of(release: tuple[str, str]):
             project, version = release  # what the project's plugin reads from the release's metadata
+            if project == TOOLKIT:  # its metadata only: parsed below, in this thread (see _toolkit_fields)
+                return metadata([f for f, tags in grouped[project].get(Version(version), ()) if tags is not None])
             plugin = owner.get(project)
             if plugin is None:
                 return None
@@ -97,6 +103,8 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
     for package, version in releases:
         extra: dict = {}
         fields = read_fields[package, version]
+        if package == TOOLKIT:
+            fields = _toolkit_fields(version, fields[0])
         if fields is not None:
             extra.update(fields.fields)
             result.notes += fields.notes
@@ -138,6 +146,31 @@ def _series_plan(m: Matrices, files: dict[str, dict], plugins) -> dict[str, set[
 
 def _projects(m: Matrices, plugins) -> set[str]:
     return {n for plugin in plugins for n in plugin.index_projects(m)}
+
+
+def _toolkit_plan(files: dict) -> set[str]:
+    """The newest update of each CUDA minor NVIDIA's `cuda-toolkit` metapackage is published for."""
+    newest = {v.release[:2]: v for v in w.released_versions(files)}
+    return {str(v) for v in newest.values()}
+
+
+def _toolkit_fields(version: str, meta: str | None) -> w.IndexFields:
+    """`pins: {all: ...}`: the component wheels (name==version) its `all` extra pins on Linux,
+    from the release's metadata. Parsed in the calling thread, not the readers' pool: packaging
+    evaluates markers with `ast`, which CPython 3.11 does not run safely in several threads
+    at once ("AST constructor recursion depth mismatch"), and this metadata has a marker on
+    every line."""
+    if not meta:
+        return w.IndexFields(notes=(f"{TOOLKIT} {version}: its metadata could not be read; no components recorded",))
+    pins = {}
+    for req in w.requires_dist(meta):
+        if req.marker is not None and not req.marker.evaluate({**w.LINUX, "extra": "all"}):
+            continue
+        exact = [s.version.removesuffix(".*") for s in req.specifier if s.operator == "=="]
+        if exact:
+            pins[req.name.lower()] = exact[0]
+    fields = {"pins": {"all": " ".join(f"{n}=={v}" for n, v in sorted(pins.items()))}} if pins else {}
+    return w.IndexFields(fields)
 
 
 # --- comparisons ---------------------------------------------------------------------------------
@@ -218,13 +251,13 @@ def render(rows: list[dict]) -> str:
     """wheels.yaml text: one flow-style row per line, sorted, so diffs stay line-sized."""
     lines = [HEADER.rstrip("\n"), "releases:"]
     for r in sorted(rows, key=lambda r: (r["package"], Version(r["version"]))):
-        lines.append("- {" + ", ".join(f"{k}: {_yaml(v)}" for k, v in r.items()) + "}")
+        lines.append("- {" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in r.items()) + "}")
     return "\n".join(lines) + "\n"
 
 
-def _yaml(value) -> str:
+def flow_yaml(value) -> str:
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_yaml(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {flow_yaml(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     return "'" + str(value).replace("'", "''") + "'"

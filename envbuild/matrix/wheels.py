@@ -7,7 +7,8 @@ rows they make are written to `matrices/wheels.yaml` by `envbuild matrix refresh
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -18,6 +19,15 @@ from envbuild.model import PLATFORMS  # envbuild's platform names, in the order 
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
+
+
+@dataclass(frozen=True)
+class IndexFields:
+    """What a release's core metadata adds to its `matrices/wheels.yaml` row."""
+
+    fields: dict[str, Any] = field(default_factory=dict)  # further keys of the row (`cuda`, `pins`, `inferred`)
+    notes: tuple[str, ...] = ()  # what could not be read, for the refresh report
+    pinned: dict[str, set[str]] = field(default_factory=dict)  # project -> releases it pins: recorded too
 
 
 def tag_platforms(tag: str) -> tuple[str, ...]:

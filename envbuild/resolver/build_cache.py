@@ -23,8 +23,8 @@ from envbuild.paths import cache_dir, forget_oldest
 
 # the code whose output or classes the files hold: every framework plugin and the build
 # class, the resolver's wheel sets, the row classes and the value types they carry
-_CODE = ("frameworks", "resolver/artefacts.py", "resolver/context.py", "resolver/build_cache.py", "matrix",
-         "versions.py", "values.py")
+_CODE = ("frameworks", "resolver/artefacts.py", "resolver/context.py", "resolver/build_cache.py",
+         "resolver/lockable.py", "matrix", "versions.py", "values.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
 KEEP = 8  # files per framework (data and code versions); the oldest go first
 _code_key: int | None = None

@@ -8,6 +8,7 @@ problems become warnings (or, for unknown facts under --strict, conflicts).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
@@ -123,7 +124,8 @@ def _platform_cached(b: Build, req: Request, ix: Index) -> tuple[list[Problem], 
 def _platform_links(b: Build, req: Request, ix: Index) -> tuple[list[Problem], list[Problem]]:
     """(the platform link, the Python and wheel links), which read the platform and Python."""
     placed = platform(b, req, ix)
-    rest = python(b, req)
+    proof = lock_proof(b, req, ix)
+    rest = proof or python(b, req)  # a Python that does not lock is not also reported as missing
     if not any(p.kind == "platform_unsupported" for p in placed + rest):
         rest += wheel_platform(b, req)
     return placed, rest
@@ -214,6 +216,8 @@ def python(b: Build, req: Request) -> list[Problem]:
         return [Problem("unknown_fact", f"the matrix has no Python range for {b.label}", soft=True, framework=b.framework)]
     if req.python in pythons:
         return []
+    # named: the Pythons published there (those the lock proof found to fail too, when no other is left)
+    pythons = pythons or b.published_pythons(req.platform)
     if b.wheels is not None and b.wheels.pythons(req.platform):
         # the artefacts decide: name the newest Python that has a wheel
         newest = ordered_versions(pythons)[-1]
@@ -228,6 +232,32 @@ def python(b: Build, req: Request) -> list[Problem]:
                     f"Python {req.python}, so Python or the {b.framework} version must move",
                     (fact(f"{b.framework} {b.version}: python {b.python_text}", b.row),), framework=b.framework,
                     hints={"pythons": pythons})]
+
+
+def lock_proof(b: Build, req: Request, ix: Index) -> list[Problem]:
+    """The lock proof found that the build's pip requirement does not lock on the platform:
+    for any Python, or for the one the request pins (matrices/lockable.yaml)."""
+    refused = b.unlockable.get(req.platform)
+    if not refused:
+        return []
+    if req.python is not None and req.python not in refused:
+        return []
+    remaining = b.pythons_on(req.platform)
+    if req.python is None and remaining:
+        return []  # completion chooses among the Pythons not found to fail
+    rows = [r for r in b.lock_proof if r.platform == req.platform and not r.lockable]
+    row = next(r for r in rows if req.python is None or req.python in r.pythons.split())
+    locks = frozenset(remaining or ())
+    from envbuild.resolver.lockable import locking_releases
+
+    what = f"Python {req.python}" if req.python else f"Python {_py_range(refused)}"
+    others = [v for v in locking_releases(ix.m, b.framework, req.platform, b.version) if v != b.version]
+    moves = f"Python ({_py_range(locks)} has wheels and is not found to fail) or " if locks else ""
+    return [Problem("not_lockable",
+                    f"{row.requirement} does not lock on {req.platform} for {what}: {row.why}; so {moves}the "
+                    f"{b.framework} version must move" + (f" ({b.framework} {', '.join(others)} lock there)" if others else ""),
+                    (fact(f"lock proof {row.read}: {row.requirement} on {row.platform}, Python {row.pythons}: does not lock",
+                          row),), framework=b.framework, hints={"pythons": locks} if locks else {})]
 
 
 def wheel_platform(b: Build, req: Request) -> list[Problem]:
@@ -685,35 +715,60 @@ def _archs_verdict(b: Build, cc, ix: Index) -> str | None:
     "ptx" (only PTX the driver can JIT-compile) or "cannot"."""
     if b.archs is None:
         return "unlisted" if frameworks.get(b.framework).lists_archs else None
-    lowest_minor, lowest_ptx = _compiled(b, ix)
+    return how_gpu_runs(_compiled(b, ix), cc)
+
+
+def gpu_runs_build(spelled: Iterable[str] | None, cuda: str, cc, ix: Index) -> str:
+    """How a GPU of compute capability `cc` runs a build of CUDA `cuda` that carries the
+    archs `spelled` (None: not read), as the GPU -> kernels link judges it: "cannot" when
+    the CUDA toolkit cannot generate code for the GPU, "unlisted" when the matrices lack
+    the toolkit's or the build's architectures, "ptx" for PTX JIT, "sass" for a binary."""
+    toolkit = _toolkit_verdict(cuda, cc, ix)
+    if toolkit is not None:
+        return toolkit
+    if spelled is None:
+        return "unlisted"
+    return how_gpu_runs(carried_archs(spelled), cc) or "sass"
+
+
+def how_gpu_runs(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str | None:
+    """How a GPU of compute capability `cc` runs what an arch list carries (`carried_archs`):
+    None from a binary (of its major, at most its minor: sm_80 code runs on sm_86), "ptx"
+    from PTX the driver JIT-compiles (of an arch at most its own), else "cannot"."""
+    lowest_minor, lowest_ptx = carried
     minor = lowest_minor.get(cc.major)
     if minor is not None and minor <= cc.minor:
-        return None  # a binary of the GPU's major at most its minor (sm_80 code runs on sm_86)
+        return None
     if lowest_ptx is not None and lowest_ptx <= (cc.major, cc.minor):
         return "ptx"
     return "cannot"
 
 
+def carried_archs(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | None]:
+    """An arch list spelled out (`sm_XY` SASS, `compute_XY` PTX) as `how_gpu_runs` compares it:
+    the lowest minor of its real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and
+    its lowest PTX arch as (major, minor) or None."""
+    lowest: dict[int, int] = {}
+    ptx: list[tuple[int, int]] = []
+    for a in spelled:
+        kind, _, num = a.partition("_")
+        digits = "".join(ch for ch in num if ch.isdigit())
+        if not digits:
+            continue
+        major, minor = divmod(int(digits), 10)
+        if kind == "sm":
+            lowest[major] = min(minor, lowest.get(major, minor))
+        else:
+            ptx.append((major, minor))
+    return lowest, min(ptx) if ptx else None
+
+
 def _compiled(b: Build, ix: Index) -> tuple[dict[int, int], tuple[int, int] | None]:
-    """What build `b` carries, as what `_archs_verdict` compares: the lowest minor of its
-    real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and its lowest PTX arch
-    as (major, minor) or None. Once per build, as every GPU of a fleet is asked about."""
+    """`carried_archs` of build `b`'s archs, once per build, as every GPU of a fleet is asked about."""
     key = ("archs", id(b))
     found = ix.memo.get(key)
     if found is None:
-        lowest: dict[int, int] = {}
-        ptx: list[tuple[int, int]] = []
-        for a in frameworks.get(b.framework).spelled_out_archs(b.archs):
-            kind, _, num = a.partition("_")
-            digits = "".join(ch for ch in num if ch.isdigit())
-            if not digits:
-                continue
-            major, minor = divmod(int(digits), 10)
-            if kind == "sm":
-                lowest[major] = min(minor, lowest.get(major, minor))
-            else:
-                ptx.append((major, minor))
-        found = ix.memo[key] = (lowest, min(ptx) if ptx else None)
+        found = ix.memo[key] = carried_archs(frameworks.get(b.framework).spelled_out_archs(b.archs))
     return found
 
 

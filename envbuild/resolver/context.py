@@ -14,6 +14,7 @@ from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
 from envbuild.model import Fact
 from envbuild.frameworks import build as b
+from envbuild.resolver import lockable
 from envbuild.resolver.artefacts import WheelTable
 from envbuild.values import DriverVersion, major_minor
 from envbuild.versions import parse_version
@@ -72,10 +73,20 @@ class Index:
         """`matrices/wheels.yaml` by distribution: read only when builds are made."""
         return WheelTable(self.m.wheels)
 
+    @functools.cached_property
+    def lock_proofs(self) -> dict:
+        """`matrices/lockable.yaml` by (framework, requirement, index)."""
+        return lockable.by_requirement(self.m.lock_proofs)
+
     def attach_wheels(self, builds: list[b.Build]) -> list[b.Build]:
-        """Give each pip build the wheel files of what it installs (matrices/wheels.yaml)."""
+        """Give each pip build the wheel files of what it installs (matrices/wheels.yaml)
+        and the lock proof of its requirement (matrices/lockable.yaml)."""
         for x in builds:
             object.__setattr__(x, "wheels", self.wheel_table.for_build(x))
+            if x.installer == "pip" and self.lock_proofs:
+                rows = self.lock_proofs.get((x.framework, *lockable.requirement(x)), ())
+                object.__setattr__(x, "lock_proof", rows)
+                object.__setattr__(x, "unlockable", lockable.refused(rows))
         return builds
 
     # --- GPUs ---------------------------------------------------------------------------

@@ -106,7 +106,7 @@ def _candidates(spec: Spec, p: Problem, a):
     if kind == "gpu_arch_unsupported" and p.hints.get("driver_branch_max") and spec.driver:
         yield (f"use a driver of the R{p.hints['driver_branch_max']} branch, {p.hints['driver']}",
                {"driver": p.hints["driver"]})
-    if kind == "python_unsupported" and p.hints.get("pythons"):
+    if kind in ("python_unsupported", "not_lockable") and p.hints.get("pythons"):
         for py in sorted(p.hints["pythons"], key=parse_version, reverse=True)[:2]:
             yield f"use Python {py}", {"python": py}
     if kind == "python_unsupported" and p.hints.get("installer") and spec.installer != p.hints["installer"]:

@@ -4,23 +4,49 @@ These flags are a stable contract (scripts and CI depend on them); `resolve`, `l
 `dockerfile` and `image` all take them. Given together with a spec file, a flag
 replaces the file's value: `--framework pytorch==X` replaces only pytorch, `--gpu`
 replaces the whole GPU list.
+
+Without a SPEC argument, the spec is `./envbuild.yaml` (or `./envbuild.yml`) when there
+is one, as `envbuild init` writes it; the file used is named on stderr.
+
+The common request flags can also come from the environment (ENVIRONMENT below), for CI
+jobs and shells that always target one machine. A flag beats the environment, which
+beats the spec file; a bad value is refused at the door like a bad flag, naming the
+variable.
 """
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from envbuild.errors import UserError
 from envbuild.model import BASE_FACTS, BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
 from envbuild.spec.validate import GpuCheck
 
 COMMAND_LINE = "command line"
+SPEC_NAMES = ("envbuild.yaml", "envbuild.yml")  # found in the current folder when no SPEC is given
+
+# ENVBUILD_* variable -> the spec key it sets (the flag of the same name sets it too)
+ENVIRONMENT = {
+    "ENVBUILD_CUDA": ("cuda",),
+    "ENVBUILD_CUDNN": ("cudnn",),
+    "ENVBUILD_PYTHON": ("python",),
+    "ENVBUILD_INSTALLER": ("installer",),
+    "ENVBUILD_DRIVER": ("target", "driver"),
+    "ENVBUILD_PLATFORM": ("target", "platform"),
+    "ENVBUILD_GPU": ("target", "gpus"),  # comma-separated, like repeated --gpu
+    "ENVBUILD_STRICT": ("strict",),  # 1/true/yes or 0/false/no
+}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool = False) -> None:
     """The request flags every command shares. With `multi_platform`, --platform is
     repeatable (lock covers several platforms; the first one is the spec's)."""
-    parser.add_argument("spec", nargs="?", metavar="SPEC.yaml", help="spec file (optional: flags alone can form the request)")
+    parser.add_argument("spec", nargs="?", metavar="SPEC.yaml",
+                        help="spec file (default: ./envbuild.yaml or ./envbuild.yml when there is one; "
+                             "flags alone can form the request)")
     group = parser.add_argument_group("request (each flag overrides the spec file)")
     group.add_argument(
         "--framework", action="append", default=[], metavar="NAME[==VERSION]",
@@ -69,15 +95,61 @@ HostReader = Callable[[], "tuple[str | None, list[str]]"]
 
 
 def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = None,
-                   host: HostReader | None = None) -> Spec:
-    """The spec file (if any) with the flags laid over it, validated."""
+                   host: HostReader | None = None, environ: Mapping[str, str] | None = None) -> Spec:
+    """The spec file (given, else found here, if any) with the environment's values and
+    then the flags laid over it, validated."""
     from envbuild.spec.parse import RawSpec, read_spec_file
     from envbuild.spec.validate import validate_raw
 
     path = getattr(args, "spec", None)
+    if path is None:
+        path = args.spec = discover_spec()
     raw = read_spec_file(path) if path else RawSpec(data={}, locations={(): COMMAND_LINE})
+    overlay_environment(raw, os.environ if environ is None else environ)
     overlay_args(raw, args, host)
     return validate_raw(raw, gpu_check)
+
+
+def discover_spec(folder: Path = Path(".")) -> str | None:
+    """`envbuild.yaml` or `envbuild.yml` in `folder`, named on stderr; None when neither is there."""
+    from envbuild import say
+
+    found = [name for name in SPEC_NAMES if os.path.lexists(folder / name)]
+    if len(found) > 1:
+        raise UserError(f"both {' and '.join(found)} are here: envbuild does not guess which is the spec",
+                        where=str(folder), hint=f"name one (`envbuild resolve {found[0]}`) or remove the other")
+    if not found:
+        return None
+    path = str(folder / found[0])
+    say.note(f"using spec {path if folder != Path('.') else './' + path} (found in this folder)")
+    return path
+
+
+def overlay_environment(raw: Any, environ: Mapping[str, str]) -> None:
+    """Lay the ENVBUILD_* values (ENVIRONMENT) over a `RawSpec` in place; each value
+    remembers its variable, so a bad one is reported as `ENVBUILD_DRIVER: ...`. An empty
+    variable counts as unset."""
+    from envbuild import say
+
+    for name, path in ENVIRONMENT.items():
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        say.detail(f"{name}={value} (from the environment; a flag would win)")
+        if name == "ENVBUILD_GPU":
+            _set_gpus(raw, [gpu.strip() for gpu in value.split(",")], name)
+        elif name == "ENVBUILD_STRICT":
+            raw.set(path, _boolean(value, name), name)
+        elif name == "ENVBUILD_PLATFORM":
+            _overlay_platform(raw, value, name)
+        else:
+            raw.set(path, value, name)
+
+
+def _boolean(text: str, name: str) -> bool:
+    if text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    raise UserError(f"{text!r} is not a yes or no", where=name, hint="set it to 1, true or yes, or to 0, false or no")
 
 
 def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = None) -> None:
@@ -120,7 +192,7 @@ def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = N
         value = getattr(args, flag, None)
         if value is not None:
             raw.set(path, value, f"--{flag}")
-    _overlay_platform(raw, getattr(args, "platform", None))
+    _overlay_platform(raw, getattr(args, "platform", None), "--platform")
 
     if getattr(args, "host", False):
         _overlay_host(raw, args, host)
@@ -144,7 +216,7 @@ def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = N
         raw.set(("strict",), True, "--strict")
 
 
-def _overlay_platform(raw: Any, value: "str | list[str] | None") -> None:
+def _overlay_platform(raw: Any, value: "str | list[str] | None", where: str) -> None:
     """--platform: one platform picks it (among the spec's target.platforms, which then stay
     the lock's platforms, or instead of them); `lock`'s repeated --platform replaces both."""
     names = [value] if isinstance(value, str) else list(value or ())
@@ -153,15 +225,15 @@ def _overlay_platform(raw: Any, value: "str | list[str] | None") -> None:
     target = raw.data.get("target")
     listed = target.get("platforms") if isinstance(target, dict) else None
     if len(names) > 1:
-        raw.set(("target", "platforms"), names, "--platform")
+        raw.set(("target", "platforms"), names, where)
         for i, name in enumerate(names):
-            raw.locations[("target", "platforms", i)] = f"--platform {name}"
+            raw.locations[("target", "platforms", i)] = f"{where} {name}"
         target = raw.data["target"]
         target.pop("platform", None)
         return
     if isinstance(listed, list) and names[0] not in listed:
         target.pop("platforms", None)
-    raw.set(("target", "platform"), names[0], "--platform")
+    raw.set(("target", "platform"), names[0], where)
 
 
 def _set_base_fact(raw: Any, text: str) -> None:

@@ -3,7 +3,9 @@
 Every rule here is about the request itself (shape, spelling, formats, pins that
 contradict each other); whether the request can work on the target is the resolver's
 business. Each problem is one `UserError` that says what is wrong, where (file:line:col
-or the flag), and how to fix it.
+or the flag), and how to fix it. Every mistake a spec holds is reported at once (one line
+each, `UserErrors`): each part of the spec, and each item of its lists, is checked on its
+own, and a part that depends on another (pins against `cuda:`) only when that one is sound.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import re
 from typing import Any, Callable
 
 from envbuild import fields, frameworks
-from envbuild.errors import UserError
+from envbuild.errors import UserError, UserErrors
 from envbuild.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, FRAMEWORKS, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
 from envbuild.package_sets import package_frozenset
@@ -119,6 +121,17 @@ class _Validator:
         self.raw = raw
         self.data = raw.data
         self.gpu_check = gpu_check
+        self.errors: list[UserError] = []  # every mistake found so far
+
+    def collect(self, check: Callable[[], Any], default: Any = None) -> Any:
+        """`check()`, or `default` when it finds a mistake, which is kept for the report."""
+        try:
+            return check()
+        except UserErrors as exc:
+            self.errors.extend(exc.errors)
+        except UserError as exc:
+            self.errors.append(exc)
+        return default
 
     # --- reading values -----------------------------------------------------------------------
     def fail(self, path: tuple, message: str, hint: str | None = None, *, key: bool = False) -> UserError:
@@ -200,12 +213,12 @@ class _Validator:
                 parent = next((p for p, keys in NESTED_KEYS.items() if key in keys), None)
                 hint = f"put it under `{parent}:`" if parent else None
             where = self.label(path) + ": " if path else ""
-            raise self.fail(
+            self.errors.append(self.fail(  # each unknown key is its own mistake
                 path + (key,),
                 f"unknown key {where}{key!r}",
                 hint or f"known keys: {', '.join(allowed)}",
                 key=True,
-            )
+            ))
 
     def version(self, path: tuple, what: str, *, parts: tuple[int, int], example: str) -> str | None:
         from envbuild.versions import parse_version
@@ -225,56 +238,74 @@ class _Validator:
 
     # --- the spec ------------------------------------------------------------------------
     def spec(self) -> Spec:
-        self.check_keys((), TOP_KEYS)
+        collect = self.collect
+        collect(lambda: self.check_keys((), TOP_KEYS))
         for parent, keys in NESTED_KEYS.items():
-            self.mapping((parent,))
-            self.check_keys((parent,), keys)
+            if collect(lambda: self.mapping((parent,)), False) is not False:
+                collect(lambda: self.check_keys((parent,), keys))
 
-        frameworks, implied = self.frameworks()
-        cuda = self.cuda()
-        cudnn = self.version(("cudnn",), "cuDNN", parts=(1, 4), example='"8.9"')
-        python = self.version(("python",), "Python", parts=(2, 3), example='"3.10"')
-        if python is not None and not python.startswith(("2.", "3.")):
-            raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
-        installer = self.choice(("installer",), INSTALLERS, None)
-        base, base_image, base_facts = self.base()
-        platform, platforms = self.platforms()
-        self.check_pins(implied, cuda, installer)
-        if not frameworks and cuda is None and base_image is None:
-            raise self.fail(
+        before = len(self.errors)
+        frameworks, implied = collect(self.frameworks, ({}, {}))
+        cuda = collect(self.cuda)
+        installer = collect(lambda: self.choice(("installer",), INSTALLERS, None))
+        base, base_image, base_facts = collect(self.base, ("auto", None, ()))
+        read = len(self.errors) == before  # what to resolve reads well: judge it as a whole
+        if read:  # pins against each other
+            collect(lambda: self.check_pins(implied, cuda, installer))
+        values = dict(
+            cudnn=collect(lambda: self.version(("cudnn",), "cuDNN", parts=(1, 4), example='"8.9"')),
+            python=collect(self.python),
+            platform_and_platforms=collect(self.platforms, ("linux-64", ())),
+            strict=collect(self.strict, False),
+            name=collect(self.name),
+            driver=collect(self.driver),
+            gpus=collect(self.gpus, ()),
+            channels=collect(self.channels, ()),
+            conda_packages=tuple(collect(lambda: self.packages("conda"), ())),
+            pip_packages=tuple(collect(lambda: self.packages("pip"), ())),
+            env=collect(self.env, ()),
+            image_repository=collect(self.image_repository),
+            resources=collect(self.resources, {}),
+        )
+        if read and not frameworks and cuda is None and base_image is None:
+            self.errors.append(self.fail(
                 (), "the spec names no framework, no cuda and no base_image: nothing to resolve",
                 "add e.g. `frameworks: {pytorch: null}` or --framework pytorch",
-            )
-        strict = self.get(("strict",))
-        if strict is not None and not isinstance(strict, bool):
-            raise self.fail(("strict",), f"strict must be true or false, not {strict!r}")
-        name = self.string(("name",))
-        if name is not None and not re.fullmatch(_SPEC_NAME, name):
-            raise self.fail(("name",), f"name {name!r} has characters other than letters, digits, . _ -")
-
+            ))
+        if self.errors:
+            raise UserErrors(sorted(self.errors, key=_position)) if len(self.errors) > 1 else self.errors[0]
+        platform, platforms = values.pop("platform_and_platforms")
         return Spec(
-            name=name,
             frameworks=tuple(FrameworkRequest(n, c) for n, c in frameworks.items()),
             cuda=cuda,
-            cudnn=cudnn,
-            python=python,
-            driver=self.driver(),
-            gpus=self.gpus(),
             platform=platform,
             platforms=platforms,
             installer=installer,
             base=base,
             base_image=base_image,
             base_facts=base_facts,
-            channels=self.channels(),
-            conda_packages=tuple(self.packages("conda")),
-            pip_packages=tuple(self.packages("pip")),
-            env=self.env(),
-            image_repository=self.image_repository(),
-            strict=bool(strict),
             source=self.raw.source,
-            **self.resources(),
+            **values.pop("resources"),
+            **values,
         )
+
+    def python(self) -> str | None:
+        python = self.version(("python",), "Python", parts=(2, 3), example='"3.10"')
+        if python is not None and not python.startswith(("2.", "3.")):
+            raise self.fail(("python",), f"unknown Python version {python!r}", 'write it like "3.10"')
+        return python
+
+    def strict(self) -> bool:
+        strict = self.get(("strict",))
+        if strict is not None and not isinstance(strict, bool):
+            raise self.fail(("strict",), f"strict must be true or false, not {strict!r}")
+        return bool(strict)
+
+    def name(self) -> str | None:
+        name = self.string(("name",))
+        if name is not None and not re.fullmatch(_SPEC_NAME, name):
+            raise self.fail(("name",), f"name {name!r} has characters other than letters, digits, . _ -")
+        return name
 
     def platforms(self) -> tuple[str, tuple[str, ...]]:
         """(the platform, every platform of the lock): `target.platform` names one,
@@ -317,8 +348,6 @@ class _Validator:
 
     def frameworks(self) -> tuple[dict[str, str | None], dict[str, tuple[str, tuple]]]:
         """{canonical name: constraint text or None} and {name: (CUDA implied, path)}."""
-        from envbuild.versions import parse_constraint
-
         value = self.get(("frameworks",))
         entries: list[tuple[tuple, str, Any]] = []  # (path, name as written, constraint)
         if value is None:
@@ -333,49 +362,55 @@ class _Validator:
 
         chosen: dict[str, str | None] = {}
         implied: dict[str, tuple[str, tuple]] = {}
-        for path, written, constraint in entries:
-            self.printable(path, str(written), key=True)
-            if isinstance(constraint, str):
-                self.printable(path, constraint)
-            known = canonical_framework(written)
-            if known is None:
-                lowered = str(written).lower()
-                if lowered in _CPU_ONLY:
-                    raise self.fail(path, f"{written} is a CPU-only build", f"ask for {_CPU_ONLY[lowered]}", key=True)
-                hint = did_you_mean(written, list(FRAMEWORK_ALIASES)) or f"envbuild knows {', '.join(FRAMEWORKS)}"
-                raise self.fail(path, f"unknown framework {written!r}", hint, key=True)
-            name, cuda_from_name = known
-            if constraint is not None:
-                if not isinstance(constraint, str):
-                    raise self.fail(path, f"the version of {written} must be a string, not {_kind(constraint)}", 'quote it: "2.1.*"')
-                constraint = constraint.strip() or None
-            if constraint is not None:
-                try:
-                    parsed = parse_constraint(constraint)
-                except ValueError as exc:
-                    raise self.fail(path, f"{written}: {exc}", 'write e.g. "2.1.*", ">=2.1,<2.3" or "1.7.1+cu101"') from None
-                if parsed.any:
-                    constraint = None
-                elif parsed.local is not None:
-                    from envbuild.versions import read_local_label
-
-                    label = read_local_label(parsed.local)
-                    if label.kind in ("cpu", "rocm"):
-                        raise self.fail(
-                            path, f"{written} {constraint}: +{parsed.local} is not a CUDA build",
-                            "use a +cuXYZ variant (e.g. +cu121) or leave the label off",
-                        )
-                    if label.cuda:  # an unknown label (a git hash) implies nothing: the resolver warns
-                        implied[f"{written} {constraint}"] = (label.cuda, path)
-            if cuda_from_name is not None:
-                implied[written] = (cuda_from_name, path)
-            if name in chosen and chosen[name] != constraint:
-                raise self.fail(
-                    path, f"{name} is pinned twice: {chosen[name] or 'any'} and {constraint or 'any'}",
-                    "keep one pin per framework", key=True,
-                )
-            chosen[name] = constraint
+        for entry in entries:
+            self.collect(lambda: self.framework(*entry, chosen, implied))
         return chosen, implied
+
+    def framework(self, path: tuple, written: str, constraint: Any, chosen: dict, implied: dict) -> None:
+        """One entry of `frameworks:`, added to `chosen` and `implied` (see `frameworks`)."""
+        from envbuild.versions import parse_constraint
+
+        self.printable(path, str(written), key=True)
+        if isinstance(constraint, str):
+            self.printable(path, constraint)
+        known = canonical_framework(written)
+        if known is None:
+            lowered = str(written).lower()
+            if lowered in _CPU_ONLY:
+                raise self.fail(path, f"{written} is a CPU-only build", f"ask for {_CPU_ONLY[lowered]}", key=True)
+            hint = did_you_mean(written, list(FRAMEWORK_ALIASES)) or f"envbuild knows {', '.join(FRAMEWORKS)}"
+            raise self.fail(path, f"unknown framework {written!r}", hint, key=True)
+        name, cuda_from_name = known
+        if constraint is not None:
+            if not isinstance(constraint, str):
+                raise self.fail(path, f"the version of {written} must be a string, not {_kind(constraint)}", 'quote it: "2.1.*"')
+            constraint = constraint.strip() or None
+        if constraint is not None:
+            try:
+                parsed = parse_constraint(constraint)
+            except ValueError as exc:
+                raise self.fail(path, f"{written}: {exc}", 'write e.g. "2.1.*", ">=2.1,<2.3" or "1.7.1+cu101"') from None
+            if parsed.any:
+                constraint = None
+            elif parsed.local is not None:
+                from envbuild.versions import read_local_label
+
+                label = read_local_label(parsed.local)
+                if label.kind in ("cpu", "rocm"):
+                    raise self.fail(
+                        path, f"{written} {constraint}: +{parsed.local} is not a CUDA build",
+                        "use a +cuXYZ variant (e.g. +cu121) or leave the label off",
+                    )
+                if label.cuda:  # an unknown label (a git hash) implies nothing: the resolver warns
+                    implied[f"{written} {constraint}"] = (label.cuda, path)
+        if cuda_from_name is not None:
+            implied[written] = (cuda_from_name, path)
+        if name in chosen and chosen[name] != constraint:
+            raise self.fail(
+                path, f"{name} is pinned twice: {chosen[name] or 'any'} and {constraint or 'any'}",
+                "keep one pin per framework", key=True,
+            )
+        chosen[name] = constraint
 
     def check_pins(self, implied: dict, cuda: str | None, installer: str | None) -> None:
         """Pins that contradict each other before any matrix is consulted."""
@@ -431,8 +466,8 @@ class _Validator:
         out: list[str] = []
         for i, name in enumerate(names):
             item = path + (i,) if isinstance(self.get(path), list) else path
-            out.append(self.gpu(item, name))
-        return tuple(dict.fromkeys(out))
+            out.append(self.collect(lambda: self.gpu(item, name)))
+        return tuple(dict.fromkeys(g for g in out if g is not None))
 
     def gpu(self, path: tuple, name: str) -> str:
         from envbuild.values import ComputeCapability
@@ -534,8 +569,8 @@ class _Validator:
         out = []
         for i, channel in enumerate(self.string_list(path)):
             if not re.fullmatch(_CHANNEL, channel):
-                raise self.fail(path + (i,), f"malformed channel {channel!r}",
-                                "give a channel name (conda-forge), a URL or a folder path, without spaces or quotes")
+                self.errors.append(self.fail(path + (i,), f"malformed channel {channel!r}", "give a channel name "
+                                             "(conda-forge), a URL or a folder path, without spaces or quotes"))
             out.append(channel)
         return tuple(out)
 
@@ -543,43 +578,59 @@ class _Validator:
         path = ("packages", kind)
         items = self.string_list(path)
         for i, item in enumerate(items):
-            match = re.match(_PACKAGE_NAME, item)
-            name = match.group(0).lower() if match else ""
-            where = path + (i,)
-            if not name:
-                raise self.fail(where, f"malformed {kind} package {item!r}", "write NAME or NAME==VERSION")
-            framework = canonical_framework(name)
-            if framework:
-                raise self.fail(
-                    where, f"{name} is a framework; envbuild checks it only under frameworks:",
-                    f"move it to frameworks: {{{framework[0]}: ...}}",
-                )
-            # conda packages that choose the CUDA variant: the spec sets that with `cuda:` instead
-            if kind == "conda" and name in package_frozenset("spec_cuda_choice"):
-                raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
-            if kind == "conda" and not re.fullmatch(_CONDA_SPEC, item):
-                raise self.fail(where, f"malformed conda package {item!r}",
-                                "write a conda MatchSpec, e.g. numpy, numpy>=1.26 or conda-forge::numpy=1.26")
-            if kind == "pip":
-                _check_pip_requirement(item, lambda msg: self.fail(where, msg, "write a PEP 508 requirement, e.g. einops==0.7.0"))
+            self.collect(lambda: self.package(kind, path + (i,), item))
         return items
+
+    def package(self, kind: str, where: tuple, item: str) -> None:
+        """One item of `packages.conda` or `packages.pip`."""
+        match = re.match(_PACKAGE_NAME, item)
+        name = match.group(0).lower() if match else ""
+        if not name:
+            raise self.fail(where, f"malformed {kind} package {item!r}", "write NAME or NAME==VERSION")
+        framework = canonical_framework(name)
+        if framework:
+            raise self.fail(
+                where, f"{name} is a framework; envbuild checks it only under frameworks:",
+                f"move it to frameworks: {{{framework[0]}: ...}}",
+            )
+        # conda packages that choose the CUDA variant: the spec sets that with `cuda:` instead
+        if kind == "conda" and name in package_frozenset("spec_cuda_choice"):
+            raise self.fail(where, f"{name} chooses the CUDA variant", "set cuda: instead and envbuild pins it")
+        if kind == "conda" and not re.fullmatch(_CONDA_SPEC, item):
+            raise self.fail(where, f"malformed conda package {item!r}",
+                            "write a conda MatchSpec, e.g. numpy, numpy>=1.26 or conda-forge::numpy=1.26")
+        if kind == "pip":
+            _check_pip_requirement(item, lambda msg: self.fail(where, msg, "write a PEP 508 requirement, e.g. einops==0.7.0"))
 
     def env(self) -> tuple[tuple[str, str], ...]:
         out = {}
         for key, value in self.mapping(("env",)).items():
-            path = ("env", key)
-            self.printable(path, key, key=True)
-            if not re.fullmatch(_ENV_NAME, key):
-                raise self.fail(path, f"env name {key!r} is not a valid variable name", "use letters, digits and _", key=True)
-            if isinstance(value, (dict, list)) or value is None:
-                raise self.fail(path, f"env.{key} must be a string, not {_kind(value)}", 'quote it: "..."')
-            # As written: `N: 4` is "4", `DEBUG: yes` is "yes" (not YAML's True).
-            text = self.raw.texts.get(path)
-            if text is None:
-                text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            self.printable(path, text)
-            out[key] = text
+            text = self.collect(lambda: self.env_value(key, value))
+            if text is not None:
+                out[key] = text
         return tuple(sorted(out.items()))
+
+    def env_value(self, key: str, value: Any) -> str:
+        """One variable of `env:`, as the image will hold it."""
+        path = ("env", key)
+        self.printable(path, key, key=True)
+        if not re.fullmatch(_ENV_NAME, key):
+            raise self.fail(path, f"env name {key!r} is not a valid variable name", "use letters, digits and _", key=True)
+        if isinstance(value, (dict, list)) or value is None:
+            raise self.fail(path, f"env.{key} must be a string, not {_kind(value)}", 'quote it: "..."')
+        # As written: `N: 4` is "4", `DEBUG: yes` is "yes" (not YAML's True).
+        text = self.raw.texts.get(path)
+        if text is None:
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        self.printable(path, text)
+        return text
+
+
+def _position(error: UserError) -> tuple:
+    """Where a mistake is, for ordering the report: a file's in reading order (FILE:LINE:COL),
+    then those of flags and variables, as found."""
+    match = re.search(r":(\d+):(\d+)$", error.where or "")
+    return (0, int(match[1]), int(match[2])) if match else (1, 0, 0)
 
 
 _INDEX_URL = r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file://)[A-Za-z0-9_.~/:@%+=,&?!*()-]*"

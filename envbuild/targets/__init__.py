@@ -10,6 +10,8 @@ Each module `envbuild/targets/<kind>.py` defines
     render(job)     -> the job definition text for a `Job`
 and, for kinds that `envbuild verify --fleet` can submit to,
     submit(jobs, workdir, progress) -> {target name: probe report dict}
+                    (progress: an envbuild.progress.Progress; `status` for the polled
+                    state, `line` for a milestone)
 A new scheduler is one new module here plus its name in KINDS.
 """
 from __future__ import annotations

@@ -84,6 +84,6 @@ def _write_manifests(jobs: list[Job], workdir, progress) -> dict[str, dict]:
         atomic.write_text(path, render(job))
         paths.append(path)
     files = " ".join(f"-f {p}" for p in paths)
-    progress(f"no kube context: wrote {len(paths)} manifest(s); apply them with `kubectl apply {files}`, "
+    progress.line(f"no kube context: wrote {len(paths)} manifest(s); apply them with `kubectl apply {files}`, "
              f"then read each report with `kubectl logs job/<name>`")
     return {job.name: {"status": "submitted-manually", "manifest": str(p)} for job, p in zip(jobs, paths)}

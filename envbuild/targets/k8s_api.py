@@ -109,7 +109,7 @@ def run_jobs(items, ctx: KubeContext, workdir: Path, progress, *, timeout: float
                 batch.delete_namespaced_job(name, namespace, propagation_policy="Background",
                                             _request_timeout=REQUEST_TIMEOUT)
             except Exception:  # noqa: BLE001 - the run's own outcome matters more than the clean-up
-                progress(f"k8s: could not delete Job {namespace}/{name}; delete it with kubectl")
+                progress.line(f"k8s: could not delete Job {namespace}/{name}; delete it with kubectl")
     return results
 
 
@@ -124,7 +124,7 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
             states[key] = "COMPLETE" if status.succeeded else "FAILED" if status.failed else "RUNNING" if status.active else "PENDING"
             if states[key] in ("PENDING", "RUNNING") and _stuck(core, ctx, namespace, name):
                 states[key] = "FAILED"  # the container cannot start: waiting would only end at the deadline
-        progress(f"verify: {sum(s in ('COMPLETE', 'FAILED') for s in states.values())}/{len(states)} done ("
+        progress.status(f"verify: {sum(s in ('COMPLETE', 'FAILED') for s in states.values())}/{len(states)} done ("
                  + ", ".join(f"{k}: {s.lower()}" for k, s in states.items()) + ")")
         if all(s in ("COMPLETE", "FAILED") for s in states.values()):
             break

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envbuild import fields
+from envbuild import fields, say
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.targets.job import IMAGE_PROBE, Job
 
@@ -132,6 +132,7 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 
     if shutil.which(argv[0]) is None:
         raise EnvironmentProblem(f"{argv[0]} not found", where="slurm", hint="run on a Slurm login node, or install slurm-client")
+    say.command(argv)
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
@@ -160,7 +161,7 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
         for name, jid in ids.items():
             if states[name] not in FINISHED:
                 states[name] = _state(jid)
-        progress(f"verify: {sum(s in FINISHED for s in states.values())}/{len(states)} done ("
+        progress.status(f"verify: {sum(s in FINISHED for s in states.values())}/{len(states)} done ("
                  + ", ".join(f"{n}: {s.lower()}" for n, s in states.items()) + ")")
         if all(s in FINISHED for s in states.values()):
             break

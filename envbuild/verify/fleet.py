@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.fleet import Target
+from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
 
@@ -24,7 +25,7 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
                  timeout: float = 900, kube_context: str | None = None, progress=None) -> dict[str, Any]:
-    progress = progress or _progress_line
+    progress = progress or Progress(sys.stderr)
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: dict[str, dict] = {}
@@ -44,8 +45,8 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                 path = workdir / f"{job.name}{mod.SUFFIX}"
                 atomic.write_text(path, mod.render(job))
                 results[job.name] = {"status": "submitted-manually", "definition": str(path)}
-            progress(f"{kind}: wrote {len(jobs)} job definition(s) to {workdir}; envbuild does not submit to {kind}")
-    _end_progress()
+            progress.line(f"{kind}: wrote {len(jobs)} job definition(s) to {workdir}; envbuild does not submit to {kind}")
+    progress.done()
     entries = []
     for t in targets:
         job = job_for(image, t, static=static)
@@ -65,9 +66,11 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
         entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
                         "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
-                        "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k != "checks"}})
+                        "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k not in ("checks", "verdict")}})
     ok = all(e["status"] == "pass" for e in entries)
-    return {"image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
+    # pass: every target passed; fail: one failed; not_run: none failed, but not every one ran
+    verdict = "pass" if ok else "fail" if any(e["status"] == "fail" for e in entries) else "not_run"
+    return {"verdict": verdict, "image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
             "summary": {s: sum(e["status"] == s for e in entries) for s in ("pass", "fail", "not_run")},
             "targets": entries}
 
@@ -115,22 +118,3 @@ def _why(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if re.search(r"error|denied|not found|unable|cannot|fatal", line, re.I)]
     return (errors or lines or ["no output"])[-1][:300]
-
-
-_last = [0]
-
-
-def _progress_line(text: str) -> None:
-    """One progress line, rewritten in place on a terminal; plain lines in a CI log."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\r" + text[:150].ljust(_last[0]))
-        _last[0] = len(text[:150])
-    else:
-        sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _end_progress() -> None:
-    if _last[0] and sys.stderr.isatty():
-        sys.stderr.write("\n")
-        _last[0] = 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild import probe as probe_module
+from envbuild import say
 from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.probe_report import report_from_output
 
@@ -71,7 +72,7 @@ class Report:
             "summary": dict(counts, ok=self.ok, failed_required=self.failed_required),
             "elapsed_s": round(self.elapsed_s, 2),
             "checks": self.checks,
-            "probe": {k: v for k, v in self.probe.items() if k != "checks"},
+            "probe": {k: v for k, v in self.probe.items() if k not in ("checks", "verdict")},  # the verdict is above
         }
 
 
@@ -103,12 +104,13 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None = None, *, facts: ProbeFacts,
-               client=None, timeout: int = 900, perf: bool = True, progress=None) -> Report:
+               client=None, timeout: int = 900, perf: bool = True, progress=None, static: bool = False) -> Report:
     """Verify IMAGE on this host's GPUs.
 
     gpus: "all", a count ("2"), comma-separated device indices or UUIDs ("0,1"), or None to
     run without a GPU. expect: what the image should hold; None uses the image's envbuild
     labels only. facts: what the matrices tell the probe (`envbuild.pipeline.probe_facts()`).
+    static: only the probe's checks that need no GPU (the container gets none).
     Raises EnvironmentProblem when the Docker engine is unreachable, UserError for an
     unknown image; every other problem becomes a failed check in the report.
     """
@@ -118,8 +120,10 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
     labels = dict(img.labels or {})
     payload = {"expect": expect.to_probe() if expect else {}, "facts": facts.to_probe(), "labels": labels}
     runner_checks: list[dict[str, Any]] = []
+    if static:
+        gpus = None
     request = _device_requests(gpus) if gpus else None
-    result = _run_probe(docker_client, image, payload, request, timeout, perf, progress)
+    result = _run_probe(docker_client, image, payload, request, timeout, perf, progress, static)
     if request is not None and result["start_error"]:
         sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
         runner_checks.append(probe_module.check(
@@ -127,7 +131,7 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
             probe_module._first_line(result["start_error"]),
             "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
             sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
-        result = _run_probe(docker_client, image, payload, None, timeout, perf, progress)
+        result = _run_probe(docker_client, image, payload, None, timeout, perf, progress, static)
         gpus = None
     if result["start_error"]:
         raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
@@ -221,10 +225,12 @@ def _wait(container, timeout: int, progress) -> dict:
 
 
 def _run_probe(client, image: str, payload: dict, device_requests, timeout: int, perf: bool,
-               progress=None) -> dict[str, Any]:
+               progress=None, static: bool = False) -> dict[str, Any]:
     import docker.errors
 
-    command = PROBE_COMMAND + ("" if perf else " --no-perf")
+    command = PROBE_COMMAND + ("" if perf else " --no-perf") + (" --static" if static else "")
+    say.detail(f"running the probe in a container of {image} ({'with' if device_requests else 'without'} GPUs): "
+               f"/bin/sh -c '{command}'")
     container = None
     try:
         container = client.containers.create(

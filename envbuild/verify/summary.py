@@ -11,7 +11,8 @@ def summary_text(report: Report) -> str:
     gpus = ", ".join(f"{g.get('name')} (cc {g.get('compute_capability') or '?'})" for g in info.get("gpus") or []) or "none"
     head = [
         f"image:   {report.image}",
-        f"GPUs:    {gpus}" + ("" if report.gpu_request else "  [run without a GPU]"),
+        f"GPUs:    {gpus}" + ("" if report.gpu_request else "  [static checks only: no GPU asked for]"
+                                 if info.get("mode") == "static" else "  [run without a GPU]"),
         f"driver:  {info.get('driver') or '-'} (CUDA up to {info.get('driver_max_cuda') or '-'}); "
         f"image CUDA {info.get('image_cuda') or '-'}",
     ]
