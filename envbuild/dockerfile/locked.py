@@ -198,5 +198,5 @@ def base_summary_line(found: dict) -> str:
     layers = found.get("layers") or []
     if layers:
         counts = ", ".join(f"{layer['name']} {len(layer['packages'])}" for layer in layers)
-        line += f" in {len(layers)} layers ({counts})"
+        line += f" in {len(layers)} layer{'s' if len(layers) > 1 else ''} ({counts})"
     return line + (f"; uses {len(reused)} from the base image ({shown})" if reused else "")
