@@ -171,13 +171,20 @@ class Bench:
         return self.client.api.inspect_image(ref)["Size"]
 
     def remove_run_images(self) -> None:
-        """Every image this run made carries its label (all are built on its bases)."""
-        images = self.client.api.images(all=True, filters={"label": f"{LABEL}={self.run}"})
-        for image in sorted(images, key=lambda i: -i["Created"]):
-            try:
-                self.client.api.remove_image(image["Id"], force=True)
-            except docker.errors.APIError:
-                pass
+        """Every image this run made carries its label (all are built on its bases). An
+        image whose children are still there is refused, so the passes go on until one
+        removes nothing."""
+        while True:
+            images = self.client.api.images(all=True, filters={"label": f"{LABEL}={self.run}"})
+            removed = 0
+            for image in sorted(images, key=lambda i: -i["Created"]):
+                try:
+                    self.client.api.remove_image(image["Id"], force=True)
+                    removed += 1
+                except docker.errors.APIError:  # a child not removed yet, or pruned with its child
+                    pass
+            if not images or not removed:
+                return
 
 
 def stub_wheels(folder: Path, pins: list[tuple[str, str]]) -> list[Path]:
