@@ -1,5 +1,6 @@
-"""The links the resolver checks, and each one's line for a resolution: ok, CONFLICT, or
-`skipped` when the spec gives nothing to check it against (no driver, no GPU).
+"""The links the resolver checks, and each one's line for a resolution: ok, CONFLICT,
+`unchecked` when a fact it needs is unknown (`Resolution.unchecked`: never shown as ok),
+or `skipped` when the spec gives nothing to check it against (no driver, no GPU).
 
 The text report (`envbuild.report`) prints these lines; `--json` carries them as
 `checks[]` (`Resolution.to_json`, and each fleet target's).
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from envbuild.model import Conflict, Resolution, ResolvedStack
 
 # The links the resolver checks: the conflict kind that reports a failure, the link's
-# name in `--json` (`checks[].link`) and its label.
+# name in `--json` (`checks[].link`, and `unchecked[].links`: model.LINKS) and its label.
 _LINKS = (
     ("platform_unsupported", "platform", "platform"),
     ("framework_cuda_mismatch", "framework_build", "framework build -> CUDA"),
@@ -27,17 +28,24 @@ _LINKS = (
 
 def check_lines(resolution: Resolution, conflicts: tuple[Conflict, ...] | list[Conflict] | None = None
                 ) -> list[tuple[str, str, str]]:
-    """(status, link, detail) per link: CONFLICT when the resolver reported that kind, else
-    ok, or `skipped` when the spec gave nothing to check it against (no driver, no GPU).
-    `conflicts`: the ones to judge by, when more than the resolution's (a fleet target's)."""
-    return [(status, label, "see above" if status == "CONFLICT" else detail)
-            for status, _name, label, detail in _checks(resolution, conflicts)]
+    """(status, link, detail) per link: CONFLICT when the resolver reported that kind;
+    `skipped` when the spec gave nothing to check it against (no driver, no GPU);
+    `unchecked` when a fact needed to check it is unknown; else ok. `conflicts`: the ones
+    to judge by, when more than the resolution's (a fleet target's)."""
+    return [(status, label, _text_detail(status, detail)) for status, _name, label, detail in _checks(resolution, conflicts)]
+
+
+def _text_detail(status: str, detail: str) -> str:
+    """The text report prints the conflicts above the checks and the unknown facts below."""
+    if status == "CONFLICT":
+        return "see above"
+    return f"{detail} (below)" if status == "unchecked" else detail
 
 
 def checks_json(resolution: Resolution, conflicts: tuple[Conflict, ...] | list[Conflict] | None = None
                 ) -> list[dict[str, str]]:
     """The check lines as `--json` gives them: `link` (a stable name), `label`, `status`
-    (ok, conflict, skipped) and `detail`."""
+    (ok, conflict, unchecked, skipped) and `detail`."""
     return [{"link": name, "label": label, "status": status.lower(), "detail": detail}
             for status, name, label, detail in _checks(resolution, conflicts)]
 
@@ -45,15 +53,19 @@ def checks_json(resolution: Resolution, conflicts: tuple[Conflict, ...] | list[C
 def _checks(resolution: Resolution, conflicts) -> list[tuple[str, str, str, str]]:
     spec, stack = resolution.spec, resolution.resolved
     failed = {c.kind for c in (resolution.conflicts if conflicts is None else conflicts)}
+    unchecked = {link for item in resolution.unchecked for link in item.links}
     out = []
     for kind, name, label in _LINKS:
         detail = _check_detail(kind, spec, stack)
         if kind in failed:  # a reported conflict always has its line
             out.append(("CONFLICT", name, label, detail or "see the conflict"))
+        elif detail is not None and detail.startswith("not checked"):
+            out.append(("skipped", name, label, detail))
+        elif name in unchecked:  # an unchecked link always has its line too
+            shown = spec.driver if kind == "driver_too_old" else detail  # not what the driver was found to run
+            out.append(("unchecked", name, label, f"{shown + ': ' if shown else ''}not checked, a fact it needs is unknown"))
         elif detail is None:
             continue
-        elif detail.startswith("not checked"):
-            out.append(("skipped", name, label, detail))
         else:
             out.append(("ok", name, label, detail))
     return out
@@ -61,10 +73,9 @@ def _checks(resolution: Resolution, conflicts) -> list[tuple[str, str, str, str]
 
 def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | None:
     """What was checked, in a few words; None when the link does not apply to this spec."""
-    if stack:
-        frameworks = ", ".join(f"{f.name} {f.version} ({f.installer}, CUDA {f.cuda})" for f in stack.frameworks)
-    else:
-        frameworks = ", ".join(f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
+    resolved = {f.name: f for f in stack.frameworks} if stack else {}
+    frameworks = ", ".join(f"{f.name} {r.version} ({r.installer}, CUDA {r.cuda})" if (r := resolved.get(f.name))
+                           else f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
     if kind == "platform_unsupported":
         return stack.platform if stack else spec.platform
     if kind == "framework_cuda_mismatch":

@@ -169,6 +169,8 @@ def _refused(exc: Refused, *, json_wanted: bool) -> int:
         from envbuild.report import render
 
         print(render(exc.resolution, colour=False), file=sys.stderr)
+        if exc.note:
+            print(f"envbuild: {mask_text(exc.note)}", file=sys.stderr)
         if json_wanted:  # the resolver's own JSON (schema/resolve.schema.json), verdict "conflict"
             emit(exc.resolution.to_json())
     elif isinstance(exc, LockRefused):  # the same refusal `envbuild lock` gives

@@ -64,11 +64,18 @@ class Refused(Exception):
 
 
 class Unresolved(Refused):
-    """The spec does not resolve; `resolution` holds the conflicts and their fixes."""
+    """The spec does not resolve; `resolution` holds the conflicts and their fixes. `note`:
+    a line printed after the report (what was not done)."""
 
-    def __init__(self, resolution):
+    def __init__(self, resolution, note: str | None = None):
         self.resolution = resolution
-        self.first = resolution.conflicts[0].message if resolution.conflicts else "no resolution"
+        self.note = note
+        if resolution.conflicts:
+            self.first = resolution.conflicts[0].message
+        elif resolution.unchecked:  # unverified under strict
+            self.first = f"--strict refuses an unverified stack: {resolution.unchecked[0].message}"
+        else:
+            self.first = "no resolution"
         super().__init__(f"the spec does not resolve: {self.first}")
 
 

@@ -24,6 +24,9 @@ BUILD_PLATFORMS = tuple(p.value for p in Platform if p.buildable)  # the ones en
 # GPU's host can be that envbuild neither checks nor builds for (conda's names), so no spec names them
 GPU_HOST_PLATFORMS = (*PLATFORMS, "linux-armv7l")
 CONFLICT_KINDS = tuple(k.value for k in ConflictKind)  # in the order a resolution reports them
+VERDICTS = ("ok", "unverified", "conflict")
+# The links a resolution checks, as `unchecked[].links` names them, in report order.
+LINKS = ("platform", "framework_build", "driver", "gpu_arch", "python", "cudnn", "base_image")
 # What a spec may state about a base image outside the catalog (`base_image: {ref: ..., cuda: ...}`)
 BASE_FACTS = ("family", "cuda", "cudnn", "python", "os", "flavour", "framework")
 CUSTOM_FAMILY = "custom"  # the family of a base image outside the catalog, unless the spec names one
@@ -63,11 +66,24 @@ class Spec:
     pip_packages: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # sorted (KEY, value) pairs
     image_repository: str | None = None  # where `envbuild image` tags/pushes
-    strict: bool = False
+    strict: bool = False  # an unverified resolution is refused (exit 1) instead of passed with exit 0
+    # Judge the stack as an image build (the base's python3, the in-image installer's Python
+    # floor) rather than as it runs on a host: True with `--for image` and for the commands
+    # that build or run images, False with `--for host`; None = as the spec names (see
+    # `image_build`).
+    for_image: bool | None = None
     source: str | None = None  # path of the spec file, for messages; not hashed
     # resources: what one job needs (GPUs per job, GPU memory per GPU in GiB); None = not stated
     gpu_count: int | None = None
     gpu_memory_gib: float | None = None
+
+    @property
+    def image_build(self) -> bool:
+        """Is the stack judged as an image build? As `for_image` says, else when the spec
+        names a base (family or image) or an image repository."""
+        if self.for_image is not None:
+            return self.for_image
+        return self.base_image is not None or self.base != "auto" or self.image_repository is not None
 
     def framework(self, name: str) -> FrameworkRequest | None:
         return next((f for f in self.frameworks if f.name == name), None)
@@ -97,6 +113,9 @@ class Spec:
         same request hashes the same wherever the file lives."""
         data = to_jsonable(self)
         data.pop("source", None)
+        # The same request judged for a host or for an image is the same request: the stage
+        # decides which (the resolved stack, hashed on its own in locks, carries the difference).
+        data.pop("for_image", None)
         for key in ("gpu_count", "gpu_memory_gib"):  # unstated resources leave the hash as it was
             if data.get(key) is None:
                 data.pop(key, None)
@@ -150,11 +169,24 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Warning:  # noqa: A001 - a resolver warning, not the builtin category
-    """Something that works but deserves attention (PTX JIT, unknown facts, secondary sources)."""
+    """Something that works but deserves attention (PTX JIT, minor-version compatibility,
+    an image build of a host stack that would need another value: then with its fixes)."""
 
-    kind: str  # e.g. "ptx_jit", "unknown_fact", "secondary_source"
+    kind: str  # e.g. "ptx_jit", "minor_version_compat", "image_build"
     message: str
     facts: tuple[Fact, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """A fact that is not known (the matrices lack it, or a base image outside the catalog
+    neither states nor shows it), and the links it left unchecked: the verdict is then
+    `unverified`, never `ok`."""
+
+    links: tuple[str, ...]  # of LINKS
+    message: str  # what is unknown, what was still checked, how to state the fact
+    nearest: tuple[str, ...] = ()  # for an unknown release: the nearest releases the matrices know
 
 
 @dataclass(frozen=True)
@@ -219,27 +251,44 @@ class ResolvedStack:
 
 @dataclass(frozen=True)
 class Resolution:
-    """What `resolve` answers for a spec: the verdict, the stack when ok, conflicts and warnings."""
+    """What `resolve` answers for a spec: the verdict, the stack unless there is a conflict,
+    the conflicts, the links that could not be checked, and warnings.
+
+    `ok`: every link was checked against a sourced row and passed. `unverified`: no link
+    failed, but some could not be checked (`unchecked`). `conflict`: a link failed."""
 
     spec: Spec
-    verdict: Literal["ok", "conflict"]
+    verdict: Literal["ok", "unverified", "conflict"]
     resolved: ResolvedStack | None
     conflicts: tuple[Conflict, ...] = ()
     warnings: tuple[Warning, ...] = ()
     matrix_version: str = ""
+    unchecked: tuple[Unchecked, ...] = ()
 
     @property
     def ok(self) -> bool:
+        """Every link checked, none failed."""
         return self.verdict == "ok"
+
+    @property
+    def usable(self) -> bool:
+        """The later stages may go on: ok, or unverified without `strict`."""
+        return self.verdict == "ok" or (self.verdict == "unverified" and not self.spec.strict)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.usable else 1
 
     def to_json(self) -> dict[str, Any]:
         """The documented `--json` schema (see README, "JSON output")."""
         return {
             "verdict": self.verdict,
+            "judged_for": "image" if self.spec.image_build else "host",
             "spec_hash": self.spec.hash(),
             "matrix_version": self.matrix_version,
             "resolved": to_jsonable(self.resolved),
             "conflicts": to_jsonable(self.conflicts),
+            "unchecked": to_jsonable(self.unchecked),
             "checks": checks_json(self),
             "warnings": to_jsonable(self.warnings),
         }

@@ -36,12 +36,14 @@ if TYPE_CHECKING:  # the stages' modules are imported when a stage runs
 
 
 def resolve(spec: Spec) -> Resolution:
-    """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts."""
+    """The Resolution of `spec`; Unresolved (carrying it) when it has conflicts, or is
+    unverified under `strict`. An unverified resolution otherwise goes on (its report says
+    which links were not checked)."""
     from envbuild.image_facts import read
     from envbuild.resolver import resolve as run_resolver
 
     resolution = run_resolver(spec, read_base=read)
-    if not resolution.ok:
+    if not resolution.usable:
         raise Unresolved(resolution)
     return resolution
 

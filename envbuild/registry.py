@@ -1,6 +1,7 @@
 """Registry HTTP API v2: the digest behind a tag (for `--pin-digests`), whether a tag
-exists (for the image cache check), and an image's config (the facts of a base image
-outside the catalog: its `Env` says which CUDA an nvidia/cuda-derived image carries).
+exists (for the image cache check), and an image's config: the facts of a base image
+outside the catalog (its `Env` says which CUDA an nvidia/cuda-derived image carries) and
+the labels of an image envbuild built (the stack to judge before a job is written for it).
 
 Credentials come from the user's Docker config (`~/.docker/config.json` or
 `$DOCKER_CONFIG`, credential helpers included, read through the docker SDK). Both
@@ -214,12 +215,26 @@ def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float =
     return digest, config
 
 
+def image_labels(ref: Reference, *, platform: str = "linux-64", timeout: float = 10.0) -> dict[str, str] | None:
+    """The labels of `ref`'s image config (of its `platform` image, for a multi-arch tag),
+    read as `image_config` reads it, without pulling layers; None when the registry has no
+    such tag. An unreachable, refusing or malformed answer raises EnvironmentProblem."""
+    found = image_config(ref, platform, timeout=timeout)
+    if found is None:
+        return None
+    settings = found[1].get("config")
+    labels = settings.get("Labels") if isinstance(settings, dict) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
 def _answered(response, ref: Reference) -> None:
     if not response.ok:
         raise EnvironmentProblem(f"registry {ref.registry} answered HTTP {response.status_code} for {ref}")
 
 
 def _json(response, ref: Reference) -> dict:
+    if len(response.content) > CONFIG_LIMIT:  # a manifest is a few KiB too
+        raise EnvironmentProblem(f"registry {ref.registry} sent a manifest over 4 MiB for {ref}")
     try:
         body = response.json()
     except ValueError:

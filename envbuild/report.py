@@ -1,5 +1,6 @@
 """Human-readable output of a `Resolution`: conflicts first, then the resolved stack as a
-compact table, then one line per check and warning, then the verdict.
+compact table, then one line per check (ok, CONFLICT, unchecked, skipped: `envbuild.check_lines`),
+the facts that were unknown, the warnings, then the verdict.
 
 Plain text that reads the same in a terminal and in a CI log; colour only when asked
 (the caller turns it on for a tty without NO_COLOR). Fixes are shown as the flags that
@@ -30,15 +31,19 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
         lines += _conflict(conflict, paint)
         lines.append("")
     if resolution.resolved is not None:
-        lines.append(paint("bold", "Resolved stack"))
+        judged = "an image build" if resolution.spec.image_build else "a host (no image asked; --for image judges an image build)"
+        lines.append(paint("bold", "Resolved stack") + f" for {judged}")
         lines += ["  " + row for row in _table(_stack_rows(resolution.resolved))]
         lines.append("")
     lines.append(paint("bold", "Checks"))
     for status, link, detail in check_lines(resolution):
-        colour = {"ok": "green", "CONFLICT": "red"}.get(status, "dim")
-        lines.append(f"  {paint(colour, f'{status:<8}')} {link:<24} {detail}".rstrip())
+        colour = {"ok": "green", "CONFLICT": "red", "unchecked": "yellow"}.get(status, "dim")
+        lines.append(f"  {paint(colour, f'{status:<9}')} {link:<24} {detail}".rstrip())
+    for item in resolution.unchecked:
+        lines.append(f"  {paint('yellow', 'unknown  ')} {item.message}")
     for warning in resolution.warnings:
-        lines.append(f"  {paint('yellow', 'warn    ')} {warning.kind}: {warning.message}")
+        lines.append(f"  {paint('yellow', 'warn     ')} {warning.kind}: {warning.message}")
+        lines += [f"    fix {i}: {format_fix(fix)}" for i, fix in enumerate(warning.fixes[:MAX_FIXES], 1)]
     lines.append("")
     lines.append(_verdict(resolution, paint))
     return "\n".join(lines)
@@ -139,11 +144,17 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def _verdict(resolution: Resolution, paint: Any) -> str:
-    n_conf, n_warn = len(resolution.conflicts), len(resolution.warnings)
-    counts = f"{n_conf} conflict{'s' * (n_conf != 1)}, {n_warn} warning{'s' * (n_warn != 1)}"
-    word = paint("green", "ok") if resolution.ok else paint("red", "conflict")
+    n_conf, n_warn, n_unchecked = len(resolution.conflicts), len(resolution.warnings), len(resolution.unchecked)
+    counts = f"{n_conf} conflict{'s' * (n_conf != 1)}, "
+    if n_unchecked:
+        counts += f"{n_unchecked} unknown fact{'s' * (n_unchecked != 1)}, "
+    counts += f"{n_warn} warning{'s' * (n_warn != 1)}"
+    colour = {"ok": "green", "unverified": "yellow"}.get(resolution.verdict, "red")
     where = resolution.spec.source or "command line"
-    return f"verdict: {word} ({counts}) for {where}"
+    line = f"verdict: {paint(colour, resolution.verdict)} ({counts}) for {where}"
+    if resolution.verdict == "unverified":
+        line += "; refused under --strict" if resolution.spec.strict else "; --strict refuses it"
+    return line
 
 
 def _painter(colour: bool):

@@ -77,8 +77,9 @@ def test_resolve_json_matches_its_schema(recipe):
     proc = envbuild("resolve", ROOT / "recipes" / recipe, "--json")
     data = json.loads(proc.stdout)
     validate("resolve", data)
-    assert proc.returncode == (0 if data["verdict"] == "ok" else 1)
-    assert data["verdict"] == ("ok" if recipe.startswith("pytorch-official") else "conflict")
+    assert proc.returncode == (1 if data["verdict"] == "conflict" else 0)
+    # the official recipe resolves (unverified while the catalog lacks its image's Python)
+    assert (data["verdict"] == "conflict") == (not recipe.startswith("pytorch-official"))
 
 
 @pytest.mark.parametrize("query", [("gpu", "A100"), ("cuda", "12.4"), ("driver", "550.54.15"), ("pytorch", "2.4.1"),
@@ -208,6 +209,9 @@ def test_init_writes_a_spec_that_resolves(tmp_path):
     text = (tmp_path / "envbuild.yaml").read_text()
     assert text.count("\n#") > 5  # commented
     assert envbuild("resolve", "envbuild.yaml", cwd=tmp_path).returncode == 0
+    # it names no base or image: judged for the machine it names, and its image build resolves too
+    assert json.loads(envbuild("resolve", "envbuild.yaml", "--json", cwd=tmp_path).stdout)["judged_for"] == "host"
+    assert envbuild("resolve", "envbuild.yaml", "--for", "image", cwd=tmp_path).returncode == 0
     again = envbuild("init", cwd=tmp_path)
     assert again.returncode == 2 and "already exists" in again.stderr
     assert (tmp_path / "envbuild.yaml").read_text() == text

@@ -158,9 +158,9 @@ def test_report_puts_conflicts_first_with_at_most_three_fixes():
     assert "fix 2: use pytorch 1.7.1, built for cudatoolkit 11.0  [--framework pytorch==1.7.1]" in text
     assert "fix 3:" in text and "fix 4" not in text and "never shown" not in text
     assert text.index("CONFLICT") < text.index("Resolved stack") < text.index("Checks") < text.index("ptx_jit:")
-    assert "CONFLICT framework build -> CUDA  see above" in text
-    assert "ok       CUDA -> driver           driver 450.80.02 runs CUDA <= 11.0" in text
-    assert "ok       GPU -> kernels           NVIDIA GeForce RTX 3090 (8.6)" in text
+    assert "CONFLICT  framework build -> CUDA  see above" in text
+    assert "ok        CUDA -> driver           driver 450.80.02 runs CUDA <= 11.0" in text
+    assert "ok        GPU -> kernels           NVIDIA GeForce RTX 3090 (8.6)" in text
     assert "sm_37..sm_75 + compute_75 (PTX)" in text
     assert "driver 450.80.02 runs CUDA <= 11.0" in text
     assert lines[-1] == "verdict: conflict (1 conflict, 1 warning) for classic.yaml"
@@ -173,8 +173,8 @@ def test_report_says_what_was_not_checked():
     resolution = _resolution()
     bare = replace(resolution, spec=replace(resolution.spec, driver=None, gpus=()))
     text = render(bare)
-    assert "skipped  CUDA -> driver           not checked: no target driver (give --driver or --host)" in text
-    assert "skipped  GPU -> kernels           not checked: no target GPU (give --gpu or --host)" in text
+    assert "skipped   CUDA -> driver           not checked: no target driver (give --driver or --host)" in text
+    assert "skipped   GPU -> kernels           not checked: no target GPU (give --gpu or --host)" in text
 
 
 def test_report_colour_only_when_asked():
@@ -187,12 +187,13 @@ def test_fix_flags_are_command_line_flags():
 
 
 # --- the command end to end (real resolver and matrices) ----------------------------------
-JSON_KEYS = {"verdict", "spec_hash", "matrix_version", "resolved", "conflicts", "checks", "warnings"}
+JSON_KEYS = {"verdict", "judged_for", "spec_hash", "matrix_version", "resolved", "conflicts", "unchecked", "checks",
+             "warnings"}
 
 
 def _check_json_shape(data: dict) -> None:
     assert set(data) == JSON_KEYS
-    assert data["verdict"] in ("ok", "conflict")
+    assert data["verdict"] in ("ok", "unverified", "conflict") and data["judged_for"] in ("host", "image")
     assert len(data["spec_hash"]) == 64 and data["matrix_version"]
     for conflict in data["conflicts"]:
         assert set(conflict) == {"kind", "message", "facts", "fixes"}
@@ -202,13 +203,22 @@ def _check_json_shape(data: dict) -> None:
         for fix in conflict["fixes"]:
             assert set(fix) == {"description", "changes"}
     for warning in data["warnings"]:
-        assert set(warning) == {"kind", "message", "facts"}
+        assert set(warning) == {"kind", "message", "facts", "fixes"}
+    for item in data["unchecked"]:
+        assert set(item) == {"links", "message", "nearest"} and item["links"] and item["message"]
     for check in data["checks"]:
-        assert set(check) == {"link", "label", "status", "detail"} and check["status"] in ("ok", "conflict", "skipped")
+        assert set(check) == {"link", "label", "status", "detail"}
+        assert check["status"] in ("ok", "conflict", "unchecked", "skipped")
     # every conflict is the failure of a checked link: the check lines never all say ok
     assert any(c["status"] == "conflict" for c in data["checks"]) == bool(data["conflicts"])
+    # and every link left unchecked has its line, which never says ok
+    unchecked = {link for item in data["unchecked"] for link in item["links"]}
+    assert {c["link"] for c in data["checks"] if c["status"] == "unchecked"} == unchecked - {
+        c["link"] for c in data["checks"] if c["status"] in ("conflict", "skipped")}
     if data["verdict"] == "ok":
-        assert not data["conflicts"] and data["resolved"]
+        assert not data["conflicts"] and not data["unchecked"] and data["resolved"]
+    elif data["verdict"] == "unverified":
+        assert not data["conflicts"] and data["unchecked"] and data["resolved"]
     else:
         assert data["conflicts"]
     if data["resolved"] is not None:

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -282,7 +283,10 @@ def test_export_json_matches_its_schema(kind, tmp_path):
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     validate("export", answer)
-    assert answer["verdict"] == "ok" and answer["definition"] == (tmp_path / f"job-{kind}").read_text()
+    assert answer["definition"] == (tmp_path / f"job-{kind}").read_text()
+    # the registry has no such image, so no labels tell the stack: a job nobody judged there is no ok
+    assert answer["verdict"] == "unverified" and answer["conflicts"] == []
+    assert answer["unchecked"][0]["message"].startswith(f"the stack was not judged on target {target}: ")
 
 
 def test_the_probe_report_matches_its_schema(tmp_path):
@@ -388,7 +392,10 @@ def test_push_progress_of_many_small_files_stays_within_the_total(tmp_path, dock
     from envbuild.progress import Progress
     from image_support import TEST_NAMESPACE
 
+    # A run-unique file: a layer the shared registry already holds is mounted, not uploaded,
+    # and then no byte counts are printed at all.
     (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "run.txt").write_text(uuid.uuid4().hex)
     for i in range(400):
         (tmp_path / "files" / f"f{i}.txt").write_text(f"file {i}\n" * (i % 7 + 1))
     # a layer no earlier run pushed: the registry would mount it, and nothing is uploaded

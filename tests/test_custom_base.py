@@ -25,6 +25,7 @@ from envbuild.resolver import resolve
 from envbuild.resolver.named_base import catalog_image, with_named_base
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE
+from test_ci_output import validate
 from test_cli_image_e2e import envbuild, ok, one_error_line
 
 M = matrix.load()
@@ -110,18 +111,19 @@ def test_stated_facts_are_checked_like_the_catalogs():
     assert fine.ok and not fine.warnings and fine.resolved.python == "3.11"
 
 
-def test_nothing_known_is_a_warning_with_the_fix_and_a_conflict_under_strict():
-    spec = Spec(cuda="12.4", installer="pip", base_image="acme.example/ml:1")
+def test_nothing_known_is_unverified_with_the_fix_and_refused_under_strict():
+    spec = Spec(cuda="12.4", installer="pip", base_image="acme.example/ml:1", driver="550.54.15")
     m = with_named_base(M, spec)
     assert m.named_base.family == CUSTOM_FAMILY and m.named_base.cuda is None
     r = resolve(spec, m)
-    assert r.ok
-    texts = [w.message for w in r.warnings if w.kind == "unknown_fact"]
-    assert any("nothing states the CUDA of the base image acme.example/ml:1" in t and "--base-fact cuda=" in t
-               for t in texts), texts
-    assert any("nothing states the Python of the base image acme.example/ml:1" in t for t in texts), texts
-    strict = resolve(Spec(cuda="12.4", installer="pip", base_image="acme.example/ml:1", strict=True), m)
-    assert not strict.ok and {c.kind for c in strict.conflicts} == {"unknown_fact"}
+    assert r.verdict == "unverified" and r.usable and not r.conflicts and not r.warnings
+    by_text = {u.message: u.links for u in r.unchecked}
+    [cuda] = [t for t in by_text if "nothing states the CUDA of the base image acme.example/ml:1" in t]
+    assert "--base-fact cuda=" in cuda and by_text[cuda] == ("base_image", "driver")
+    [python] = [t for t in by_text if "nothing states the Python of the base image acme.example/ml:1" in t]
+    assert by_text[python] == ("python", "base_image")
+    strict = resolve(dataclasses.replace(spec, strict=True), m)
+    assert strict.verdict == "unverified" and not strict.usable and strict.exit_code == 1 and not strict.conflicts
 
 
 @pytest.mark.parametrize("env, facts", [
@@ -196,12 +198,47 @@ def test_facts_are_read_from_the_registry(acme_base, tmp_path):
                                                                              "runtime")
     assert "through the registry 127.0.0.1:5555" in base["source"] and "cuda 12.4.1 (CUDA_VERSION)" in base["source"]
     # python3 is run only in a local image: the Python is not known, and said so with the fix
-    assert base["python"] is None
-    [warning] = [w["message"] for w in answer["warnings"]]
-    assert "nothing states the Python of the base image" in warning and "docker pull" in warning
-    assert "--base-fact python=3.11" in warning
+    assert base["python"] is None and answer["verdict"] == "unverified" and answer["warnings"] == []
+    [unchecked] = answer["unchecked"]
+    assert "nothing states the Python of the base image" in unchecked["message"]
+    assert "docker pull" in unchecked["message"] and "--base-fact python=3.11" in unchecked["message"]
+    assert unchecked["links"] == ["python", "base_image"]
     strict = envbuild("resolve", spec, "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "nothing states the Python" in strict.stdout
+    assert "verdict: unverified" in strict.stdout
+
+
+@docker
+def test_export_judges_a_target_by_the_facts_read_from_the_base(acme_base, tmp_path):
+    """The spec names no CUDA: only the base's, read from the registry (12.4.1), meets the
+    target's driver. R470 cannot start it: nothing is written. R550 can, and its Python is
+    still unknown (python3 runs only in a local image): written, unverified, and said so."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "acme-train", "installer": "pip", "python": "3.11",
+                                    "base_image": acme_base, "packages": {"pip": ["envbuild_pydemo==1.0"]}}))
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"targets": {name: {"gpu": "A10G", "driver": driver, "scheduler": {"kind": "k8s"}}
+                                                 for name, driver in (("r470", "470.82.01"), ("r550", "550.54.15"))}}))
+    job = tmp_path / "job.yaml"
+    refused = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470", "-o", job,
+                       cwd=tmp_path)
+    assert refused.returncode == 1 and not job.exists(), refused.stderr
+    assert f"CONFLICT [driver_too_old] the base image {acme_base} declares CUDA 12.4" in refused.stderr
+    assert "does not run on target r470" in refused.stderr
+    written = ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "-o", job,
+                          cwd=tmp_path))
+    assert job.exists() and "target r550: unverified: nothing states the Python of the base image" in written.stderr
+    answer = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550",
+                                    "--json", cwd=tmp_path)).stdout)
+    validate("export", answer)
+    assert answer["verdict"] == "unverified" and answer["target"] == "r550"
+    forced = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470",
+                                    "--force", "--json", cwd=tmp_path)).stdout)
+    validate("export", forced)
+    assert forced["verdict"] == "conflict" and "kind: Job" in forced["definition"]
+    strict = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "--strict",
+                      "-o", tmp_path / "strict.yaml", cwd=tmp_path)
+    assert strict.returncode == 1 and not (tmp_path / "strict.yaml").exists()
 
 
 @docker
@@ -209,12 +246,15 @@ def test_a_base_that_cannot_be_read_is_unverified_with_the_fix(registry, tmp_pat
     """Exit 0 with the fix (exit 1 under --strict): nothing was guessed, and nothing checked."""
     spec = acme_spec(tmp_path, f"{registry}/{TEST_NAMESPACE}/acme/never-pushed:1", "unused")
     proc = ok(envbuild("resolve", spec, cwd=tmp_path))
-    assert "verdict: ok" in proc.stdout
+    assert "verdict: unverified" in proc.stdout and "--strict refuses it" in proc.stdout
+    assert re.search(r"^  unchecked +base image ", proc.stdout, re.M), proc.stdout
     assert f"nothing states the CUDA of the base image {registry}/{TEST_NAMESPACE}/acme/never-pushed:1 (registry " \
            f"{registry} has no image" in proc.stdout
     assert "--base-fact cuda=X.Y" in proc.stdout
     strict = envbuild("resolve", spec, "--strict", "--json", cwd=tmp_path)
-    assert strict.returncode == 1 and json.loads(strict.stdout)["verdict"] == "conflict"
+    answer = json.loads(strict.stdout)
+    assert strict.returncode == 1 and answer["verdict"] == "unverified" and answer["conflicts"] == []
+    assert {link for u in answer["unchecked"] for link in u["links"]} >= {"base_image"}
 
 
 @docker

@@ -10,6 +10,7 @@ the diff. The data version label is masked: it changes with every edit of `matri
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -28,8 +29,8 @@ def _recipe_resolutions():
     from envbuild.spec import load_spec
 
     for recipe in sorted((ROOT / "recipes").glob("*.yaml")):
-        resolution = resolve(load_spec(recipe))
-        if resolution.ok:  # a recipe that shows a conflict renders nothing (test_dockerfile checks the error)
+        resolution = resolve(dataclasses.replace(load_spec(recipe), for_image=True))
+        if resolution.usable:  # a recipe that shows a conflict renders nothing (test_dockerfile checks the error)
             yield f"recipe-{recipe.stem}", resolution
 
 

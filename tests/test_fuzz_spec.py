@@ -83,7 +83,7 @@ def _through_resolver(spec) -> None:
     except UserError:
         return
     assert isinstance(resolution, Resolution)
-    assert resolution.verdict in ("ok", "conflict")
+    assert resolution.verdict in ("ok", "unverified", "conflict")
     resolution.to_json()
 
 

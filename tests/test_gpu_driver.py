@@ -30,7 +30,7 @@ def torch(gpu: str, driver: str, platform: str = "linux-64") -> Spec:
     ("GTX 1080 Ti", "610.43.02", "Pascal", 580, "580.126.18"),
 ])
 def test_a_driver_newer_than_the_last_branch_of_the_architecture_does_not_see_the_gpu(gpu, driver, arch, branch, move_to):
-    assert resolve(torch(gpu, driver), UNRULED).ok  # what envbuild said before: ok
+    assert resolve(torch(gpu, driver), UNRULED).usable  # what envbuild said before: ok
     r = resolve(torch(gpu, driver), M)
     first = r.conflicts[0]
     assert first.kind == "gpu_arch_unsupported"
@@ -38,7 +38,7 @@ def test_a_driver_newer_than_the_last_branch_of_the_architecture_does_not_see_th
     assert f"driver {driver} does not see it at all" in first.message
     assert "cuda-toolkit-driver-and-architecture-matrix" in first.facts[0].source
     assert first.fixes[0].changes == {"driver": move_to}
-    assert resolve(torch(gpu, move_to), M).ok  # the fix was verified, and is true
+    assert resolve(torch(gpu, move_to), M).usable  # the fix was verified, and is true
 
 
 @pytest.mark.parametrize("gpu, driver, need", [
@@ -49,14 +49,14 @@ def test_a_driver_newer_than_the_last_branch_of_the_architecture_does_not_see_th
 def test_a_driver_older_than_the_first_branch_of_the_architecture_does_not_see_the_gpu(gpu, driver, need):
     # minor-version compatibility lets the old driver run a cu118 / cu12x build: before the
     # rule, envbuild said ok
-    assert resolve(torch(gpu, driver), UNRULED).ok
+    assert resolve(torch(gpu, driver), UNRULED).usable
     r = resolve(torch(gpu, driver), M)
     (c,) = [c for c in r.conflicts if "does not see it at all" in c.message]
     assert c.kind == "driver_too_old" and c.message.endswith(f"so upgrade the driver to >= {need}")
     assert " is an Ada GPU " in c.message if gpu == "RTX 4090" else " is a " in c.message
     assert "open-gpu-kernel-modules" in c.facts[0].source
     assert c.fixes[0].changes == {"driver": need}
-    assert resolve(torch(gpu, need), M).ok
+    assert resolve(torch(gpu, need), M).usable
 
 
 def test_an_architecture_whose_first_branch_was_not_read_is_not_judged_by_it():
@@ -67,7 +67,7 @@ def test_an_architecture_whose_first_branch_was_not_read_is_not_judged_by_it():
 
 def test_the_branch_decides_not_the_release():
     # GeForce RTX 4090 came out with Linux driver 520.56.06, before CUDA 11.8's 520.61.05
-    assert resolve(torch("RTX 4090", "520.56.06"), M).ok
+    assert resolve(torch("RTX 4090", "520.56.06"), M).usable
 
 
 def test_integrated_and_windows_gpus_are_not_judged():

@@ -227,7 +227,7 @@ def test_install_from_the_lock_into_a_prefix(tmp_path):
 
 
 def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_path):
-    # Without --strict, resolve only warns about pytorch 2.99; lock must refuse rather than
+    # Without --strict, pytorch 2.99 is unverified (exit 0); lock must refuse rather than
     # write an environment without the framework.
     from envbuild.errors import UserError
     from envbuild.model import FrameworkRequest, Spec
@@ -235,7 +235,7 @@ def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_
 
     spec = Spec(frameworks=(FrameworkRequest("pytorch", "2.99"),), installer="pip")
     resolution = resolve(spec)
-    assert resolution.ok and any(w.kind == "unknown_fact" for w in resolution.warnings)
+    assert resolution.verdict == "unverified" and resolution.usable and resolution.unchecked
     with pytest.raises(UserError, match="pytorch 2.99 has no row in the matrices"):
         lock(spec, resolution, None, tmp_path / "out")
     assert not (tmp_path / "out").exists()

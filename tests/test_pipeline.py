@@ -4,6 +4,7 @@ verify gate gets no tag and reaches no registry (the real engine and the local r
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -30,6 +31,11 @@ def envbuild(*args, cwd: Path) -> subprocess.CompletedProcess:
                           cwd=cwd, timeout=300)
 
 
+def for_image(path):
+    """The spec as `dockerfile`, `image` and `verify --expect` judge it: as an image build."""
+    return dataclasses.replace(load_spec(path), for_image=True)
+
+
 def test_a_conflict_raises_unresolved_with_the_resolution():
     with pytest.raises(Unresolved) as info:
         pipeline.resolve(load_spec(CONFLICT))
@@ -48,7 +54,7 @@ def test_the_cli_renders_unresolved_as_resolve_does(tmp_path):
 
 
 def test_expectations_are_what_the_spec_resolved_to():
-    resolution = pipeline.resolve(load_spec(ROOT / "recipes" / "pytorch-official.yaml"))
+    resolution = pipeline.resolve(for_image(ROOT / "recipes" / "pytorch-official.yaml"))
     stack = resolution.resolved
     expect = pipeline.expectations(resolution).to_probe()
     assert expect["cuda"] == stack.cuda and expect["gpus"] == [g.name for g in stack.gpus]
@@ -62,7 +68,7 @@ def test_verify_expect_resolves_the_spec_and_passes_what_it_resolved_to(base_ima
     proc = envbuild("verify", base_image, "--expect", recipe, "--no-perf", "--json", cwd=tmp_path)
     assert "Traceback" not in proc.stderr
     told = json.loads(proc.stdout)["probe"]["expect"]
-    wanted = pipeline.expectations(pipeline.resolve(load_spec(recipe))).to_probe()
+    wanted = pipeline.expectations(pipeline.resolve(for_image(recipe))).to_probe()
     assert {key: told[key] for key in wanted} == wanted and wanted["frameworks"]["pytorch"]["version"]
 
 

@@ -113,6 +113,19 @@ REQUESTS = {
     # --- RAPIDS releases before 23.08 ---
     "rapids-2202-conda-py310": spec({"rapids": "22.02"}, python="3.10", installer="conda"),
     "rapids-cudf-cu11-2212-pip-py310": spec({"rapids": "22.12"}, cuda="11", python="3.10", installer="pip"),
+    # --- held-out: releases, GPUs and labels the matrices do not know; host versus image ---
+    "held-jax-0156-cuda111": spec({"jax": "0.1.56+cuda111"}, cuda="11.1", installer="pip"),
+    "held-jax-0166-cuda111-on-cuda113": spec({"jax": "0.1.66+cuda111"}, installer="pip"),
+    "held-jax-0167-cuda111-py38": spec({"jax": "0.1.67+cuda111"}, python="3.8", installer="pip"),
+    "held-tf-0110-cuda75": spec({"tensorflow": "0.11.0"}, cuda="7.5", installer="pip"),
+    "held-tf-0100-cudnn4": spec({"tensorflow": "0.10.0"}, cuda="7.5", cudnn="4", installer="pip"),
+    "held-pt-031-gtx960m-win": spec({"pytorch": "0.3.1"}, gpus=("GTX 960M",), platform="win-64", installer="conda"),
+    "held-rtx4090d-cu10x-torch": spec({"pytorch": None}, cuda="10.2", gpus=("NVIDIA GeForce RTX 4090 D",)),
+    "held-l20-torch251-driver535": spec({"pytorch": "2.5.1+cu124"}, driver="535.161.08",
+                                        gpus=("L20-2-PCIE-48GB-48GB-L-H-V",), python="3.9", installer="pip"),
+    "held-mat-a100-py37-torch171": spec({"pytorch": "1.7.1+cu110"}, gpus=("A100",), python="3.7", installer="pip"),
+    "held-jax-0425-cuda11-py311": spec({"jax": "0.4.25"}, cuda="11.8", python="3.11", installer="pip"),
+    "held-pt-191cu111-py310": spec({"pytorch": "1.9.1+cu111"}, python="3.10", installer="pip"),
 }
 
 # id -> (verdict, kind or None, why envbuild's expected answer differs from the label)
@@ -132,11 +145,37 @@ EXPECTED = {
     "cog-py312-torch22-base-image": ("ok", None, "tooling case"),
     # Labelled `other` (the case set has no platform kind): envbuild names it platform_unsupported.
     "tf-212-native-windows-gpu": ("conflict", "platform_unsupported", "platform kind"),
+    # The project's own image is not in the base image catalog: its CUDA, flavour and Python are
+    # not checked, so the verdict is unverified (never ok).
+    "pt-cu128-rtx5060ti-ok": ("unverified", None, "the base image is unknown"),
+    # A tf-nightly is judged by the rows of its release series (inferred): its links are not checked
+    # against rows of its own, so it is unverified, with the ptxas warning of the case.
+    "tf-nightly-25dev-cuda110-sm86-xla-fallback": ("unverified", None, "a nightly judged by its series' rows"),
+    # Releases before the matrices' rows (jaxlib 0.1.x, TensorFlow 0.x, PyTorch 0.3) and GPU models
+    # the GPU table does not know: the links that need the missing fact are not checked, so the
+    # verdict is unverified (exit 0; 1 under --strict), whatever the thread found. Before, each said ok.
+    "held-jax-0156-cuda111": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-jax-0166-cuda111-on-cuda113": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-jax-0167-cuda111-py38": ("unverified", None, "no jaxlib 0.1.x rows"),
+    "held-tf-0110-cuda75": ("unverified", None, "no TensorFlow 0.x rows: its CUDA 8.0 build is not known"),
+    "held-tf-0100-cudnn4": ("unverified", None, "no TensorFlow 0.x rows: its cuDNN 5.1 build is not known"),
+    "held-pt-031-gtx960m-win": ("unverified", None, "no PyTorch 0.3 rows: its dropped sm_50 is not known"),
+    "held-rtx4090d-cu10x-torch": ("unverified", None, "the RTX 4090 D is not in the GPU table"),
+    "held-l20-torch251-driver535": ("unverified", None, "the L20 is not in the GPU table"),
     # Labelled ok (TF 2.15 runs on an H100 through PTX JIT). Its and-cuda extra pulls
     # tensorrt==8.6.1.post1, an sdist only (it downloads from NVIDIA's index when built), so the
     # lock proof found it does not lock, and envbuild offers releases whose and-cuda extra locks.
     "tf-2150rc0-h100-ptx-jit-ok": ("conflict", "not_lockable", "tensorrt is an sdist only"),
 }
+# The unverified cases above, with the missing fact stated as the answer tells the user to
+# (--gpu with the compute capability): then the verdict is the thread's.
+STATED = {
+    "held-rtx4090d-cu10x-torch": ({"gpus": ["8.9"]}, "conflict", "gpu_arch_unsupported"),
+    "held-l20-torch251-driver535": ({"gpus": ["8.9"]}, "ok", None),
+}
+# Host stacks whose Python no image base of their CUDA runs as python3: ok on a host, an
+# image_build note (with the image build's own fix) on the host answer, a conflict as an image.
+HOST_ONLY = ("held-mat-a100-py37-torch171", "held-jax-0425-cuda11-py311")
 
 
 def _expected(case: dict) -> tuple[str, str | None]:
@@ -156,7 +195,7 @@ def test_real_case(case_id):
     verdict, kind = _expected(CASES[case_id])
     result = resolve(REQUESTS[case_id], matrix.load())
     kinds = [c.kind for c in result.conflicts]
-    assert result.verdict == verdict, (kinds, [c.message for c in result.conflicts])
+    assert result.verdict == verdict, (kinds, [c.message for c in result.conflicts], result.unchecked)
     if kind is not None:
         assert kinds[0] == kind, [c.message for c in result.conflicts]
     else:
@@ -164,7 +203,7 @@ def test_real_case(case_id):
         assert all(f.cuda for f in result.resolved.frameworks)
 
 
-def test_ptx_only_support_is_a_warning():
+def test_ptx_only_support_is_a_warning_and_an_image_build_is_a_note():
     import dataclasses
 
     m = matrix.load()
@@ -172,24 +211,33 @@ def test_ptx_only_support_is_a_warning():
     moves = [f.changes["frameworks.tensorflow"] for f in refused.conflicts[0].fixes if "frameworks.tensorflow" in f.changes]
     locks = {r.version for r in m.lock_proofs if r.framework == "tensorflow" and r.lockable}
     assert moves and set(moves) <= locks  # each release offered is one whose and-cuda extra locks
-    # TF 2.14 (the same kernels: sm_80 and compute_80 PTX) on the python3 of ubuntu22.04 locks and
-    # resolves with its PTX warning
-    result = resolve(dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], python="3.10", cuda="11.8",
-                                         frameworks=(FrameworkRequest("tensorflow", "2.14.0"),)), m)
+    # TF 2.14 (the same kernels: sm_80 and compute_80 PTX) locks for Python 3.9 and 3.10; on a host
+    # with the user's own Python 3.9 it resolves ok with its PTX warning
+    host = dataclasses.replace(REQUESTS["tf-2150rc0-h100-ptx-jit-ok"], cuda="11.8", python="3.9",
+                               frameworks=(FrameworkRequest("tensorflow", "2.14.0"),))
+    result = resolve(host, m)
     assert result.ok
     assert any(w.kind == "ptx_jit" and "sm_90" in w.message for w in result.warnings)
+    # an image of it would be a venv over the base's python3, which no Ubuntu release with CUDA 11.8
+    # has at 3.9: a note with the image build's fix, not a conflict
+    [note] = [w for w in result.warnings if w.kind == "image_build"]
+    assert "venv over the base image's python3" in note.message and note.fixes[0].changes == {"python": "3.10"}
+    image = resolve(dataclasses.replace(host, for_image=True), m)
+    assert [c.kind for c in image.conflicts] == ["python_unsupported"]
+    fixed = resolve(dataclasses.replace(host, for_image=True, **note.fixes[0].changes), m)
+    assert fixed.ok and any(w.kind == "ptx_jit" for w in fixed.warnings)
 
 
-def test_out_of_matrix_request_is_refused_under_strict():
-    # PyTorch 0.2.0 predates the matrix: a warning by default, an unknown_fact conflict with --strict.
+def test_out_of_matrix_request_is_unverified_and_refused_under_strict():
+    # PyTorch 0.2.0 predates the matrix: unverified (exit 0) by default, exit 1 with --strict.
     import dataclasses
 
     request = spec({"pytorch": "0.2.0"}, cuda="8.0", gpus=("6.1",), installer="conda")
-    result = resolve(dataclasses.replace(request, strict=True), matrix.load())
-    assert result.verdict == "conflict"
-    assert result.conflicts[0].kind == "unknown_fact"
+    strict = resolve(dataclasses.replace(request, strict=True), matrix.load())
+    assert strict.verdict == "unverified" and strict.exit_code == 1 and not strict.conflicts
     lenient = resolve(request, matrix.load())
-    assert lenient.ok and any(w.kind == "unknown_fact" and "pytorch" in w.message for w in lenient.warnings)
+    assert lenient.verdict == "unverified" and lenient.exit_code == 0
+    assert any("pytorch" in u.message and "0.4.1" in u.nearest for u in lenient.unchecked)
 
 
 def test_out_of_matrix_version_still_gets_the_cuda_checks():
@@ -224,3 +272,29 @@ def test_the_official_pytorch_recipe_knows_its_base_images_python():
     assert result.ok and result.resolved.python == "3.11"
     assert result.resolved.base_image.ref == "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"
     assert not [w for w in result.warnings if w.kind == "unknown_fact"]
+
+
+@pytest.mark.parametrize("case_id", sorted(STATED))
+def test_an_unverified_case_is_decided_once_the_missing_fact_is_stated(case_id):
+    changes, verdict, kind = STATED[case_id]
+    request = REQUESTS[case_id]
+    unverified = resolve(request, matrix.load())
+    assert unverified.verdict == "unverified" and any("--gpu" in u.message for u in unverified.unchecked)
+    stated = resolve(request.with_changes(changes), matrix.load())
+    assert stated.verdict == verdict and [c.kind for c in stated.conflicts][:1] == ([kind] if kind else [])
+
+
+@pytest.mark.parametrize("case_id", HOST_ONLY)
+def test_a_host_stack_an_image_cannot_carry_is_ok_with_a_note(case_id):
+    import dataclasses
+
+    host = resolve(REQUESTS[case_id], matrix.load())
+    assert host.ok and host.resolved.python == REQUESTS[case_id].python and host.resolved.base_image is None
+    [note] = [w for w in host.warnings if w.kind == "image_build"]
+    assert "python3" in note.message and note.fixes
+    image = dataclasses.replace(REQUESTS[case_id], for_image=True)
+    refused = resolve(image, matrix.load())
+    assert [c.kind for c in refused.conflicts] == ["python_unsupported"]
+    assert [f.changes for f in refused.conflicts[0].fixes] == [f.changes for f in note.fixes]
+    for fix in note.fixes:
+        assert resolve(image.with_changes(fix.changes), matrix.load()).usable, fix

@@ -1,7 +1,8 @@
 """Inputs as users paste them: GPU names the matrix does not know, nightlies and release
 candidates, jaxlib's local labels, versions that were never released, releases older than
-the rows, and platforms whose builds differ. Unknown facts warn (conflict under --strict);
-every check that does not need the missing fact still runs."""
+the rows, and platforms whose builds differ. Unknown facts leave their links unchecked: the
+verdict is unverified (exit 0, exit 1 under --strict), never ok; every check that does not
+need the missing fact still runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,7 +31,13 @@ def kinds(result) -> list[str]:
 
 
 def warned(result, *words) -> bool:
-    return any(w.kind == "unknown_fact" and all(x in w.message for x in words) for w in result.warnings)
+    """Is the result unverified, saying what it could not check with all of `words`?"""
+    return result.verdict == "unverified" and any(all(x in u.message for x in words) for u in result.unchecked)
+
+
+def refused_under_strict(request) -> bool:
+    strict = resolve(dataclasses.replace(request, strict=True), M)
+    return strict.verdict == "unverified" and strict.exit_code == 1 and not strict.conflicts
 
 
 # --- local labels ---------------------------------------------------------------------------------
@@ -65,20 +72,20 @@ def test_jaxlib_01_label_without_rows_still_gets_cuda_checks():
     assert kinds(resolve(spec({"jax": "0.1.69+cuda101"}, gpus=("RTX 3090",)), M)) == ["gpu_arch_unsupported"]
     assert kinds(resolve(spec({"jax": "0.1.69+cuda111"}, driver="440.33.01"), M)) == ["driver_too_old"]
     ok = resolve(spec({"jax": "0.1.69+cuda111"}, gpus=("RTX 3090",), driver="460.32.03"), M)
-    assert ok.ok and warned(ok, "no row for jax")
+    assert warned(ok, "no row for jax")
     # jaxlib 0.1.72 dropped CUDA 10.x: the era's family rule decides without a row
     assert kinds(resolve(spec({"jax": "0.1.75+cuda102"}), M)) == ["framework_cuda_mismatch"]
 
 
 def test_an_unknown_local_label_warns_and_the_release_is_judged():
     r = resolve(spec({"pytorch": "2.1.0+git1234abc"}, gpus=("A100",), installer="pip"), M)
-    assert r.ok and warned(r, "+git1234abc")
+    assert warned(r, "+git1234abc")
 
 
 # --- pre-releases, nightlies, never-released pins ---------------------------------------------------
 def test_release_candidate_is_judged_by_its_release():
     r = resolve(spec({"tensorflow": "2.17.0rc0"}, cuda="12.3", gpus=("H100",), python="3.10"), M)
-    assert r.ok and warned(r, "pre-release", "2.17.0")
+    assert warned(r, "pre-release", "2.17.0")
     assert r.resolved.frameworks[0].version == "2.17.0"
 
 
@@ -95,14 +102,13 @@ def test_patch_release_without_rows_is_judged_by_its_series():
     # (and 1.15.0's requirements do not lock: gast 0.2.2 is an sdist only)
     assert kinds(r) == ["gpu_arch_unsupported", "not_lockable"]
     ok = resolve(spec({"tensorflow": "2.7.1"}, gpus=("V100",)), M)
-    assert ok.ok and warned(ok, "2.7.0 rows") and ok.resolved.frameworks[0].pip_requirements == ("tensorflow==2.7.1",)
+    assert warned(ok, "2.7.0 rows") and ok.resolved.frameworks[0].pip_requirements == ("tensorflow==2.7.1",)
 
 
 def test_pin_of_a_never_released_version_names_the_series():
     r = resolve(spec({"jax": "==0.4"}), M)
-    assert r.ok and warned(r, "0.4.0", "never released", "jax==0.4.*", "0.4.1")
-    strict = resolve(dataclasses.replace(spec({"jax": "==0.4"}), strict=True), M)
-    assert kinds(strict) == ["unknown_fact"]
+    assert warned(r, "0.4.0", "never released", "jax==0.4.*", "0.4.1")
+    assert refused_under_strict(spec({"jax": "==0.4"}))
 
 
 # --- unknown GPUs ---------------------------------------------------------------------------------------
@@ -111,22 +117,23 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=60)
 
 
-def test_cli_unknown_gpu_is_a_warning_and_a_conflict_under_strict():
+def test_cli_unknown_gpu_is_unverified_and_exit_1_under_strict():
     out = _cli("--framework", "pytorch==2.1.2", "--installer", "pip", "--gpu", "Quadro Imaginary 9000")
     data = json.loads(out.stdout)
-    assert out.returncode == 0 and data["verdict"] == "ok"
+    assert out.returncode == 0 and data["verdict"] == "unverified"
     assert data["resolved"]["gpus"][0] == {"name": "Quadro Imaginary 9000", "compute_capability": None,
                                             "datacenter": None}
-    assert any("--gpu 6.1" in w["message"] for w in data["warnings"])
+    assert [u["links"] for u in data["unchecked"]] == [["gpu_arch"]] and "--gpu 6.1" in data["unchecked"][0]["message"]
     strict = _cli("--framework", "pytorch==2.1.2", "--installer", "pip", "--gpu", "Quadro Imaginary 9000", "--strict")
-    assert strict.returncode == 1 and json.loads(strict.stdout)["conflicts"][0]["kind"] == "unknown_fact"
+    answer = json.loads(strict.stdout)
+    assert strict.returncode == 1 and answer["verdict"] == "unverified" and answer["conflicts"] == []
     unreadable = _cli("--framework", "pytorch", "--gpu", "RTX 3099?")
     assert unreadable.returncode == 2 and json.loads(unreadable.stdout)["verdict"] == "error"
 
 
 def test_unknown_gpu_does_not_hide_the_other_gpus_or_the_driver():
     r = resolve(spec({"pytorch": "1.13.1+cu117"}, gpus=("Mystery Board", "H100"), installer="pip"), M)
-    assert kinds(r) == ["gpu_arch_unsupported"] and warned(r, "'Mystery Board'")
+    assert kinds(r) == ["gpu_arch_unsupported"] and any("'Mystery Board'" in u.message for u in r.unchecked)
 
 
 # --- per-platform facts and family rules --------------------------------------------------------------
@@ -204,5 +211,5 @@ def test_fixes_pass_for_every_older_era_release(name, version):
 
 def test_unknown_cuda_release_warns_that_the_gpus_were_not_checked():
     r = resolve(spec(cuda="14.0", gpus=("A100",)), M)
-    assert r.ok and warned(r, "no architecture list for CUDA 14.0")
-    assert kinds(resolve(dataclasses.replace(spec(cuda="14.0", gpus=("A100",)), strict=True), M)) == ["unknown_fact"]
+    assert warned(r, "no architecture list for CUDA 14.0")
+    assert refused_under_strict(spec(cuda="14.0", gpus=("A100",)))

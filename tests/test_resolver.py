@@ -163,19 +163,27 @@ def test_base_image_cuda_must_match_the_build():
     assert resolve(spec({"tensorflow": "2.13.0"}, base_image="nvidia/cuda:11.7.1-cudnn8-devel-ubuntu22.04"), M).ok
 
 
-def test_unknown_base_image_is_a_warning():
+def test_an_unknown_base_image_leaves_its_link_unchecked():
     r = resolve(spec({"pytorch": "2.1.2+cu121"}, installer="pip", base_image="example.com/team/base:1"), M)
-    assert r.ok and any(w.kind == "unknown_fact" for w in r.warnings)
+    assert r.verdict == "unverified" and r.usable and not r.conflicts
+    assert {link for u in r.unchecked for link in u.links} == {"base_image", "python"}
+    assert any("nothing states the CUDA of the base image example.com/team/base:1" in u.message
+               and "--base-fact cuda=X.Y" in u.message for u in r.unchecked)
+    stated = resolve(spec({"pytorch": "2.1.2+cu121"}, installer="pip", base_image="example.com/team/base:1",
+                          base_facts=(("cuda", "12.1.1"), ("python", "3.11"))), M)
+    assert stated.ok and stated.resolved.base_image.family == "custom"
 
 
 def test_cupy_on_cuda_122_or_newer_gets_a_devel_image():
-    r = resolve(load_spec("recipes/cupy.yaml"), M)
+    import dataclasses
+
+    r = resolve(dataclasses.replace(load_spec("recipes/cupy.yaml"), for_image=True), M)
     assert r.ok and r.resolved.base_image.flavour == "devel"
     assert "NVRTC" in r.resolved.base_image.why
 
 
 def test_pip_torch_gets_a_runtime_image():
-    r = resolve(spec({"pytorch": "2.1.2+cu118"}, installer="pip"), M)
+    r = resolve(spec({"pytorch": "2.1.2+cu118"}, installer="pip", for_image=True), M)
     assert r.ok and r.resolved.base_image.cuda.startswith("11.8") and r.resolved.base_image.flavour == "runtime"
 
 
@@ -183,7 +191,7 @@ def test_pip_torch_gets_a_runtime_image():
 # A pip environment is a venv over the base image's python3 (on nvidia/cuda, the distribution's);
 # a conda environment brings its own interpreter.
 RECIPES = Path(__file__).parent.parent / "recipes"
-ONE_PIP_PACKAGE = {"cuda": "12.4", "pip_packages": ("einops==0.7.0",)}
+ONE_PIP_PACKAGE = {"cuda": "12.4", "pip_packages": ("einops==0.7.0",), "for_image": True}
 
 
 def _runs_the_locked_python(r) -> bool:
@@ -221,7 +229,7 @@ def test_a_conda_environment_brings_its_own_python():
 def test_pip_completion_picks_builds_for_a_python_the_base_runs():
     # driver 470 starts images up to CUDA 11.4: ubuntu18.04/20.04 (python3 3.6/3.8); the newest
     # torch needs 3.9+, so the newest torch with a cp38 wheel wins, locked for 3.8
-    r = resolve(spec({"pytorch": None}, driver="470.82.01", installer="pip"), M)
+    r = resolve(spec({"pytorch": None}, driver="470.82.01", installer="pip", for_image=True), M)
     assert r.ok and r.resolved.python == r.resolved.base_image.python == "3.8"
     assert parse_version(r.resolved.frameworks[0].version) < parse_version("2.5")
 
@@ -244,7 +252,7 @@ def test_an_explicit_base_is_checked_against_the_python_it_runs():
 def test_an_ok_never_runs_another_python_than_the_lock(recipe, installer):
     import dataclasses
 
-    r = resolve(dataclasses.replace(load_spec(RECIPES / recipe), installer=installer), M)
+    r = resolve(dataclasses.replace(load_spec(RECIPES / recipe), installer=installer, for_image=True), M)
     if r.ok and r.resolved.base_image is not None and r.resolved.base_image.family != "unknown":
         assert _runs_the_locked_python(r) or r.resolved.base_image.python is None, \
             (r.resolved.python, r.resolved.base_image)
@@ -263,28 +271,58 @@ def test_no_native_windows_gpu_tensorflow_from_211_or_jax():
 
 
 # --- unknown facts, bad input, output ------------------------------------------------------------
-def test_unknown_version_is_said_as_unknown():
+def test_unknown_version_is_unverified_and_names_the_nearest_releases():
     r = resolve(spec({"pytorch": "2.99"}), M)
-    assert r.ok and any("the matrix has no row for pytorch 2.99" in w.message for w in r.warnings)
+    assert r.verdict == "unverified" and r.usable and r.exit_code == 0 and not r.warnings
+    [item] = r.unchecked
+    assert "the matrix has no row for pytorch 2.99" in item.message and item.nearest == ("2.14.1",)
+    assert set(item.links) == {"framework_build", "gpu_arch", "python", "driver"}
     strict = resolve(spec({"pytorch": "2.99"}, strict=True), M)
-    assert kinds(strict) == ["unknown_fact"]
+    assert strict.verdict == "unverified" and not strict.usable and strict.exit_code == 1 and not strict.conflicts
+    between = resolve(spec({"jax": "0.1.60"}), M)  # the jax rows begin at 0.3.0
+    assert between.unchecked[0].nearest == ("0.3.0",) and "jax 0.3.0" in between.unchecked[0].message
 
 
 def test_unknown_gpu_is_a_warning_and_the_other_checks_still_run():
     r = resolve(spec({"pytorch": "1.6.0"}, gpus=("Voodoo 5",), python="3.10"), M)
     assert kinds(r) == ["python_unsupported"]  # the GPU is unknown; Python is still checked
-    ok = resolve(spec({"pytorch": "2.1.2"}, gpus=("Voodoo 5", "RTX 3090"), installer="pip"), M)
-    assert ok.ok and [g.compute_capability for g in ok.resolved.gpus] == [None, "8.6"]
-    assert any(w.kind == "unknown_fact" and "'Voodoo 5'" in w.message and "--gpu 6.1" in w.message
-               for w in ok.warnings)
+    half = resolve(spec({"pytorch": "2.1.2"}, gpus=("Voodoo 5", "RTX 3090"), installer="pip"), M)
+    assert half.verdict == "unverified" and [g.compute_capability for g in half.resolved.gpus] == [None, "8.6"]
+    assert [u.links for u in half.unchecked] == [("gpu_arch",)]
+    assert "'Voodoo 5'" in half.unchecked[0].message and "--gpu 6.1" in half.unchecked[0].message
     strict = resolve(spec({"pytorch": "2.1.2"}, gpus=("Voodoo 5",), installer="pip", strict=True), M)
-    assert kinds(strict) == ["unknown_fact"]
+    assert strict.verdict == "unverified" and strict.exit_code == 1 and not strict.conflicts
+
+
+def test_a_compute_capability_no_gpu_has_is_unverified_and_a_new_driver_is_still_checked():
+    odd = resolve(spec({"pytorch": "2.1.2"}, gpus=("9.9",), installer="pip"), M)
+    assert odd.verdict == "unverified" and [u.links for u in odd.unchecked] == [("gpu_arch",)]
+    assert "no GPU in the matrix has compute capability 9.9" in odd.unchecked[0].message
+    assert resolve(spec({"pytorch": "2.1.2"}, gpus=("8.9",), installer="pip"), M).ok
+    # a driver newer than every release the matrix lists: each check compares it with a sourced floor
+    assert resolve(spec({"pytorch": "2.1.2"}, gpus=("A100",), driver="700.10.01", installer="pip"), M).ok
+
+
+def test_strict_prefers_a_build_whose_links_are_all_checked():
+    # open fields complete to the newest build that passes; where that one lacks a fact (today the
+    # newest torch builds for CUDA 12.9 have no architecture list) the answer is unverified, and under
+    # --strict completion takes the newest build whose every link is checked instead
+    lenient = resolve(spec({"pytorch": None}, gpus=("B200",), driver="570.86.15", installer="pip"), M)
+    strict = resolve(spec({"pytorch": None}, gpus=("B200",), driver="570.86.15", installer="pip", strict=True), M)
+    assert strict.ok and not lenient.conflicts
+    if lenient.verdict == "unverified":
+        chosen, newest = strict.resolved.frameworks[0], lenient.resolved.frameworks[0]
+        assert (parse_version(chosen.version), parse_version(chosen.cuda)) < \
+            (parse_version(newest.version), parse_version(newest.cuda))
 
 
 def test_resolution_carries_the_matrix_version_and_json():
     r = resolve(load_spec("recipes/pytorch-official.yaml"), M)
     data = r.to_json()
-    assert data["matrix_version"] == M.version and data["verdict"] == "ok"
+    # the recipe names a pytorch/pytorch image: the only link it may leave unchecked is that image's Python
+    assert data["matrix_version"] == M.version and data["verdict"] == ("unverified" if r.unchecked else "ok")
+    assert data["judged_for"] == "image" and not r.conflicts
+    assert all(set(u["links"]) == {"python", "base_image"} for u in data["unchecked"])
     fw = r.resolved.frameworks[0]
     assert fw.pip_requirements[0] == f"torch=={fw.version}+cu{fw.cuda.replace('.', '')}"
     assert fw.pip_index_url and fw.archs

@@ -20,6 +20,7 @@ import yaml
 
 from browser import look_at
 from conftest import _need
+from test_ci_output import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = """targets:
@@ -291,3 +292,141 @@ def test_slurm_reads_the_time_limit_envbuild_writes_as_the_fleet_meant_it(tmp_pa
         subprocess.run(["scancel", job], env=slurm_env, capture_output=True, timeout=60)
     assert f"TimeLimit={limit} " in shown
     assert "MinMemoryNode=200M " in shown  # a bare number is MB, as sbatch reads it
+
+
+# --- the stack judged on each target before a job is written or run -------------------------------
+# The CuPy recipe pins CUDA 12.4: a CUDA 12 build needs driver >= 525.60.13, so it does not run on
+# the R470 target; it does on the R550 one (whose driver also starts its CUDA 12.4 base image).
+CUPY = ROOT / "recipes" / "cupy.yaml"
+
+
+def _judged_fleet(tmp_path) -> str:
+    """Two V100 targets on the test Slurm, one on R470 and one on R550."""
+    slurm = {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "runtime": "host", "mem": "200M",
+             "time": "00:05:00"}
+    targets = {name: {"gpu": "V100", "driver": driver, "scheduler": slurm}
+               for name, driver in (("r470", "470.82.01"), ("r550", "550.54.15"))}
+    path = tmp_path / "judged.yaml"
+    path.write_text(yaml.safe_dump({"targets": targets}))
+    return str(path)
+
+
+def _submit(script: Path, env) -> dict:
+    out = script.with_suffix(".out")
+    done = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
+                          env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text()[out.read_text().index("{"):])
+
+
+def test_export_writes_nothing_for_a_target_the_stack_does_not_run_on(tmp_path, slurm_env):
+    fleet, script = _judged_fleet(tmp_path), tmp_path / "job.sh"
+    refused = _cli(slurm_env, "export", "slurm", CUPY, "--image", "127.0.0.1:5555/team/train:1", "--fleet", fleet,
+                   "--target", "r470", "--static", "-o", str(script))
+    assert refused.returncode == 1 and not script.exists()
+    assert "CONFLICT [driver_too_old] cupy 13 is built for CUDA 12.4, which needs driver >= 525.60.13" in refused.stderr
+    assert "does not run on target r470" in refused.stderr and "nothing was written" in refused.stderr
+    as_json = _cli(slurm_env, "export", "slurm", CUPY, "--image", "img:1", "--fleet", fleet, "--target", "r470",
+                   "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["verdict"] == "conflict"
+    # --force writes it anyway (and says so); the target the stack runs on gets its job, which Slurm runs
+    forced = _cli(slurm_env, "export", "slurm", CUPY, "--image", "img:1", "--fleet", fleet, "--target", "r470",
+                  "--force", "-o", str(tmp_path / "forced.sh"))
+    assert forced.returncode == 0 and "although the stack is conflict there" in forced.stderr
+    ok = _cli(slurm_env, "export", "slurm", CUPY, "--image", "127.0.0.1:5555/team/train:1", "--fleet", fleet,
+              "--target", "r550", "--static", "-o", str(script))
+    assert ok.returncode == 0, ok.stderr
+    assert _submit(script, slurm_env)["summary"]["ok"] is True
+    answer = json.loads(_cli(slurm_env, "export", "slurm", CUPY, "--image", "127.0.0.1:5555/team/train:1", "--fleet",
+                             fleet, "--target", "r550", "--json").stdout)
+    validate("export", answer)
+    assert (answer["verdict"], answer["target"], answer["unchecked"], answer["conflicts"]) == ("ok", "r550", [], [])
+
+
+def test_verify_fleet_does_not_run_a_target_the_expected_stack_conflicts_on(tmp_path, slurm_env):
+    fleet = _judged_fleet(tmp_path)
+    done = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", fleet, "--expect", CUPY, "--static",
+                "--workdir", str(tmp_path / "work"), "--json", str(tmp_path / "v.json"), "--junit", str(tmp_path / "v.xml"))
+    assert done.returncode == 1, done.stdout + done.stderr  # a target not run is no pass
+    report = json.loads((tmp_path / "v.json").read_text())
+    r470, r550 = report["targets"]
+    assert (r470["status"], r470["resolve_verdict"], r470["scheduler_job"]) == ("not_run", "conflict", None)
+    assert r470["not_run_reason"].startswith("the stack does not run on this target: cupy 13 is built for CUDA 12.4")
+    assert (r550["status"], r550["resolve_verdict"], r550["state"]) == ("pass", "ok", "COMPLETED")
+    assert not (tmp_path / "work" / "envbuild-verify-r470.sh").exists()  # never submitted
+    assert done.stdout.splitlines()[0].startswith("NOT_RUN  r470") and "driver >= 525.60.13" in done.stdout
+    skipped = ET.parse(tmp_path / "v.xml").getroot().find("testsuite/testcase/skipped")
+    assert "not run: the stack does not run on this target" in skipped.get("message")
+    forced = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", fleet, "--expect", CUPY, "--static",
+                  "--force", "--workdir", str(tmp_path / "forced"), "--json", str(tmp_path / "f.json"))
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert [t["status"] for t in json.loads((tmp_path / "f.json").read_text())["targets"]] == ["pass", "pass"]
+
+
+def test_verify_fleet_runs_an_unverified_target_and_says_what_was_not_checked(tmp_path, slurm_env):
+    """A compute capability no GPU in the table has: the kernels link is unchecked there. The
+    probe still runs (it is the check the matrices could not make), unless --strict."""
+    slurm = {"kind": "slurm", "partition": "gpu", "gres_type": "v100", "runtime": "host", "mem": "200M",
+             "time": "00:05:00"}
+    fleet = tmp_path / "odd.yaml"
+    fleet.write_text(yaml.safe_dump({"targets": {"odd": {"gpu": "9.9", "driver": "550.54.15", "scheduler": slurm}}}))
+    done = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", str(fleet), "--expect", CUPY,
+                "--static", "--workdir", str(tmp_path / "work"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    validate("verify", report)
+    (odd,) = report["targets"]
+    assert (odd["status"], odd["resolve_verdict"]) == ("pass", "unverified")
+    assert [u["links"] for u in odd["resolve_unchecked"]] == [["gpu_arch"]]
+    assert "odd: the stack is unverified there: no GPU in the matrix has compute capability 9.9" in done.stderr
+    strict = _cli(slurm_env, "verify", "127.0.0.1:5555/team/train:1", "--fleet", str(fleet), "--expect", CUPY,
+                  "--static", "--strict", "--workdir", str(tmp_path / "strict"), "--json")
+    assert strict.returncode == 1
+    (odd,) = json.loads(strict.stdout)["targets"]
+    assert (odd["status"], odd["scheduler_job"]) == ("not_run", None)
+    assert odd["not_run_reason"].startswith("the stack could not be checked (--strict) on this target: no GPU")
+
+
+def test_the_labels_of_an_image_envbuild_built_judge_the_targets(tmp_path, slurm_env, docker_client, registry,
+                                                                  base_image):
+    """No spec given: the stack is the one the image records in its labels, as the Dockerfile
+    stage writes them, read back through the registry API."""
+    import dataclasses
+
+    import image_support
+    from envbuild import pipeline
+    from envbuild.dockerfile import render
+    from envbuild.spec import load_spec
+
+    resolution = pipeline.resolve(dataclasses.replace(load_spec(CUPY), for_image=True))
+    labels = render.labels(render.RenderInput(resolution, "pip", resolution.resolved.base_image.ref,
+                                              facts=pipeline.context_facts(resolution)))
+    lines = "".join(f"LABEL {json.dumps(k)}={json.dumps(v)}\n" for k, v in labels.items())
+    ref = f"{registry}/{image_support.TEST_NAMESPACE}/labelled:{uuid.uuid4().hex[:8]}"
+    image_support.build_image(docker_client, ref, {"Dockerfile": f"FROM {base_image}\n{lines}".encode()})
+    docker_client.images.push(ref)
+    fleet = _judged_fleet(tmp_path)
+    done = _cli(slurm_env, "verify", ref, "--fleet", fleet, "--static", "--workdir", str(tmp_path / "work"),
+                "--json", str(tmp_path / "v.json"))
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert [(t["name"], t["status"]) for t in report["targets"]] == [("r470", "not_run"), ("r550", "pass")], done.stderr
+    assert "cupy 13 is built for CUDA 12.4" in report["targets"][0]["not_run_reason"]
+    refused = _cli(slurm_env, "export", "slurm", "--image", ref, "--fleet", fleet, "--target", "r470")
+    assert refused.returncode == 1 and "[driver_too_old]" in refused.stderr and "#SBATCH" not in refused.stdout
+    ok = _cli(slurm_env, "export", "slurm", "--image", ref, "--fleet", fleet, "--target", "r550")
+    assert ok.returncode == 0 and "#SBATCH --gres=gpu:v100:1" in ok.stdout and "not judged" not in ok.stderr
+
+
+def test_an_image_without_envbuild_labels_is_run_unjudged_and_says_so(tmp_path, slurm_env):
+    done = _cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/absent:1", "--fleet",
+                _judged_fleet(tmp_path), "--target", "r470")
+    assert done.returncode == 0 and "#SBATCH" in done.stdout
+    assert "the stack was not judged on target r470: the registry has no image" in done.stderr
+    answer = json.loads(_cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/absent:1", "--fleet",
+                             _judged_fleet(tmp_path), "--target", "r470", "--json").stdout)
+    validate("export", answer)  # a job written for a stack nobody judged there is no ok
+    assert answer["verdict"] == "unverified" and answer["conflicts"] == []
+    assert answer["unchecked"][0]["message"].startswith("the stack was not judged on target r470")
+    strict = _cli(slurm_env, "export", "slurm", "--image", "127.0.0.1:5555/team/absent:1", "--fleet",
+                  _judged_fleet(tmp_path), "--target", "r470", "--strict")
+    assert strict.returncode == 1 and "#SBATCH" not in strict.stdout

@@ -37,8 +37,18 @@ def resolve_spec(args):
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
-    spec = spec_from_args(args)
-    return spec, pipeline.resolve(spec)
+    spec = spec_from_args(args, for_image=True)  # these commands build (or fill the wheels of) an image
+    resolution = pipeline.resolve(spec)
+    say_unchecked(resolution)
+    return spec, resolution
+
+
+def say_unchecked(resolution) -> None:
+    """An unverified stack goes on (without --strict), saying on stderr what was not checked."""
+    from envbuild import say
+
+    for item in resolution.unchecked:
+        say.warning(f"unverified ({', '.join(item.links)} not checked): {item.message}")
 
 
 def check_build_inputs(args, environ=None) -> None:

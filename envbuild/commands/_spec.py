@@ -10,16 +10,24 @@ from envbuild.matrix.gpu_match import spec_gpu_check
 from envbuild.model import Spec
 
 
-def spec_from_args(args: argparse.Namespace) -> Spec:
+def spec_from_args(args: argparse.Namespace, *, for_image: bool = False) -> Spec:
+    """`for_image`: the command builds or runs an image, so the stack is judged as an image
+    build whatever the spec names (model.Spec.for_image)."""
+    import dataclasses
+
     from envbuild.spec.cli_args import spec_from_args as read
 
-    return read(args, gpu_check=spec_gpu_check, host=host_target)
+    spec = read(args, gpu_check=spec_gpu_check, host=host_target)
+    return dataclasses.replace(spec, for_image=True) if for_image else spec
 
 
-def load_spec(path: str | Path) -> Spec:
+def load_spec(path: str | Path, *, for_image: bool = False) -> Spec:
+    import dataclasses
+
     from envbuild.spec import load_spec as read
 
-    return read(path, gpu_check=spec_gpu_check)
+    spec = read(path, gpu_check=spec_gpu_check)
+    return dataclasses.replace(spec, for_image=True) if for_image else spec
 
 
 def host_target() -> tuple[str | None, list[str]]:

@@ -46,7 +46,7 @@ def run(args) -> int:
     if args.json:
         from envbuild.jsonout import emit
 
-        emit({"verdict": "ok", "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
+        emit({"verdict": resolution.verdict, "unchecked": resolution.unchecked, "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
               "base": {"reference": context.base_ref, "digest": context.base_digest},
               "installer": context.installer, "lock_dir": str(args.lock_dir) if args.lock_dir else None,
               "lock_files": lock_files, "spec_hash": resolution.spec.hash(),

@@ -25,8 +25,9 @@ def configure(parser) -> None:
                        help="time limit as sbatch takes it: 90 (minutes), 30:00, 02:00:00, 1-00:00:00 (default 01:00:00)")
     group.add_argument("--mem", default="16G", metavar="SIZE", help="host memory: 16G, 512M, or a number of GiB (default 16G)")
     group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
+    group.add_argument("--force", action="store_true", help="write the job even when the stack does not resolve on the target")
     group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
-    group.add_argument("--json", action="store_true", help="print {kind, image, target, file, definition} as JSON")
+    group.add_argument("--json", action="store_true", help="print {verdict, kind, image, target, file, definition} as JSON (schema/export.schema.json)")
     add_build_arguments(parser)
 
 
@@ -75,7 +76,10 @@ def run(args) -> int:
     if args.spec or args.framework or args.cuda:
         from envbuild.commands._spec import spec_from_args
 
-        spec = spec_from_args(args)
+        spec = spec_from_args(args, for_image=True)  # the job runs an image
+    judged = None  # the stack on the target: (verdict, what was not checked or does not run there)
+    if target is not None and spec is not None and not args.image:
+        judged = _judge_target(spec, target, args)  # before building the image reference (a lock, a context)
     image = args.image
     if not image:
         if spec is None:
@@ -86,16 +90,54 @@ def run(args) -> int:
     job = Job(name=name, image=image, target=target, gpus=gpus, time_limit_s=time_limit_s, memory_mib=memory_mib,
               command=command, static_probe=args.static)
     text = mod.render(job)
+    if target is not None and args.image:
+        judged = _judge_target(spec, target, args)  # the job is valid: is the stack it runs ok on the target?
     if args.output:
         atomic.write_text(args.output, text)
     if args.json:
-        print(json.dumps({"verdict": "ok", "kind": args.kind, "image": image, "target": target.name if target else None,
-                          "file": args.output, "definition": text}, indent=2))
+        verdict, unchecked, conflicts = judged or ("ok", [], [])
+        print(json.dumps({"verdict": verdict, "kind": args.kind, "image": image, "target": target.name if target else None,
+                          "file": args.output, "definition": text, "unchecked": unchecked, "conflicts": conflicts},
+                         indent=2))
     elif not args.output:
         sys.stdout.write(text)
     else:
         say.note(f"wrote {args.kind} job definition to {args.output}")
     return 0
+
+
+def _judge_target(spec, target, args) -> tuple[str, list, list]:
+    """The stack's verdict on the target (the spec, else the labels of an image envbuild
+    built), with its unchecked links and conflicts as `resolve --json` gives them. A
+    conflict, or under --strict a link not checked or a stack not judged, writes nothing
+    (exit 1) unless --force. A stack that could not be judged is unverified: every link of
+    it is unchecked there, and a warning says why."""
+    from envbuild import say
+    from envbuild.errors import Refused, Unresolved
+    from envbuild.fleet.judge import image_spec, judge
+    from envbuild.image_facts import read
+    from envbuild.model import LINKS, to_jsonable
+
+    why = "no spec and no image to read one from"
+    if spec is None and args.image:
+        spec, why = image_spec(args.image, target.platform)
+    if spec is None:
+        if args.strict and not args.force:
+            raise Refused(f"target {target.name}: the stack was not judged: {why}; nothing was written "
+                          f"(pass the SPEC, or --force)")
+        say.warning(f"the stack was not judged on target {target.name}: {why}")
+        return "unverified", [{"links": list(LINKS), "message": f"the stack was not judged on target "
+                                                               f"{target.name}: {why}"}], []
+    judged = judge(spec, (target,), read_base=read)[target.name]
+    if judged.refused(spec.strict or bool(args.strict)):
+        if not args.force:
+            raise Unresolved(judged.resolution, note=f"the stack does not run on target {target.name} as asked; "
+                             f"nothing was written (--force writes the job anyway)")
+        say.warning(f"writing the job for target {target.name} although the stack is {judged.verdict} there: "
+                    f"{judged.reason}")
+    elif judged.verdict == "unverified":
+        say.warning(f"target {target.name}: unverified: {judged.reason}")
+    return (judged.verdict, to_jsonable(judged.resolution.unchecked), to_jsonable(judged.resolution.conflicts))
 
 
 def _default_image(spec, args) -> str:

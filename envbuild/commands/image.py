@@ -87,7 +87,8 @@ def image_json(result, repository: str, resolution) -> dict:
     """`image --json` (schema/image.schema.json)."""
     verification = result.verification
     return {
-        "verdict": "ok",
+        "verdict": resolution.verdict,
+        "unchecked": resolution.unchecked,
         "reference": result.ref,
         "repository": repository,
         "content_tag": result.ref.rsplit(":", 1)[1],

@@ -27,8 +27,10 @@ target:
   gpus: [{gpus}]
   platform: {platform}
 
-# Base image family: auto | cuda | pytorch | tensorflow | rapids | dlc (or base_image: IMAGE:TAG).
-base: auto
+# Base image family for `envbuild dockerfile` and `envbuild image`: auto | cuda | pytorch |
+# tensorflow | rapids | dlc (or base_image: IMAGE:TAG). Left out, `resolve` judges the stack as it
+# runs on the machine above; naming one (or image:) makes it judge the image build instead.
+# base: auto
 
 # Extra packages and environment variables for the image.
 # packages: {{conda: [numpy], pip: ["einops==0.7.0"]}}

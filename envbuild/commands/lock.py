@@ -14,9 +14,10 @@ HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the
 
 
 def configure(parser) -> None:
-    from envbuild.spec.cli_args import add_spec_arguments
+    from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 
     add_spec_arguments(parser, multi_platform=True)
+    add_judged_for_argument(parser)
     parser.add_argument("-o", "--output", dest="out_dir", default=".", metavar="DIR",
                         help="folder for the lockfiles (default: current folder)")
     parser.add_argument("--check", action="store_true",
@@ -46,13 +47,17 @@ def run(args) -> int:
 
     resolution, others = resolve(spec, read_base=read), {}
     try:  # each further platform of the lock is locked from its own resolution
-        others = pipeline.platform_resolutions(spec, resolution) if resolution.ok else {}
+        others = pipeline.platform_resolutions(spec, resolution) if resolution.usable else {}
     except Unresolved as exc:
         resolution = exc.resolution  # a platform that does not resolve is the answer
     if args.check:
         return _check(spec, resolution, others, args)
-    if not resolution.ok:
+    if not resolution.usable:
         return _refuse(resolution, resolution.conflicts, "", args)
+    from envbuild.commands._build_inputs import say_unchecked
+    from envbuild.model import to_jsonable
+
+    say_unchecked(resolution)
 
     from envbuild.lock.api import LockConflict, lock  # a failed pip lock is a LockConflict too
 
@@ -70,7 +75,8 @@ def run(args) -> int:
         say.warning(note)
     if args.json:
         _print_json({
-            "verdict": "ok", "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
+            "verdict": resolution.verdict, "unchecked": to_jsonable(resolution.unchecked),
+            "spec_hash": result.stamp.spec_hash, "matrix_version": result.stamp.matrix_version,
             "resolved_hash": result.stamp.resolved_hash, "platforms": list(result.platforms),
             "files": [str(p) for p in result.files], "pip_hashed": result.pip_hashed, "notes": list(result.notes),
             "packages": {platform: [f"{p.name}={p.version}={p.build}" for p in packages]
@@ -123,15 +129,17 @@ def _refuse(resolution, conflicts, raw: str, args) -> int:
 
     from envbuild.model import to_jsonable
 
+    # no conflict: an unverified stack, which --strict refuses
+    verdict = "conflict" if conflicts else resolution.verdict
     if args.json:
-        _print_json({"verdict": "conflict", "spec_hash": resolution.spec.hash(), "files": [],
-                     "conflicts": to_jsonable(tuple(conflicts)), **({"solver": raw} if args.verbose and raw else {})})
+        _print_json({"verdict": verdict, "spec_hash": resolution.spec.hash(), "files": [],
+                     "conflicts": to_jsonable(tuple(conflicts)), "unchecked": to_jsonable(resolution.unchecked),
+                     **({"solver": raw} if args.verbose and raw else {})})
         return 1
     from envbuild.report import render
-
     from envbuild.urls import mask_text
 
-    refused = dataclasses.replace(resolution, verdict="conflict", conflicts=tuple(conflicts))
+    refused = dataclasses.replace(resolution, verdict=verdict, conflicts=tuple(conflicts))
     print(mask_text(render(refused)))
     print("nothing was written")
     if args.verbose and raw:

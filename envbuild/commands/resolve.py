@@ -1,6 +1,7 @@
 """`envbuild resolve`: check a requested GPU stack against the matrices and complete it.
 
-Exit 0 when every check passes, 1 when there is a conflict, 2 for bad input.
+Exit 0 when no check fails (verdict ok, or unverified: some link could not be checked),
+1 when there is a conflict or, under --strict, an unverified verdict, 2 for bad input.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ HELP = "check framework, CUDA, cuDNN, driver, GPU and Python against each other;
 
 
 def configure(parser) -> None:
-    from envbuild.spec.cli_args import add_spec_arguments
+    from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 
     add_spec_arguments(parser)
+    add_judged_for_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the resolution as JSON (schema in the README)")
     parser.add_argument("--fleet", metavar="FLEET.yaml", help="resolve against every target of a fleet file (docs/fleets.md)")
     parser.add_argument("--target", action="append", default=[], metavar="NAME", help="with --fleet: only these targets (repeatable)")
@@ -52,7 +54,7 @@ def run(args) -> int:
     from envbuild.urls import mask_text
 
     _write(mask_text(text) + "\n")  # a channel URL's credentials are never shown
-    return 0 if resolution.ok else 1
+    return resolution.exit_code
 
 
 def _run_fleet(spec, args) -> int:

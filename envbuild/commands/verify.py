@@ -28,6 +28,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
+    fleet.add_argument("--force", action="store_true",
+                       help="run the probe on targets where the stack (--expect SPEC, else the image's labels) does not resolve")
+    fleet.add_argument("--strict", action="store_true",
+                       help="also leave out targets where a link of the stack could not be checked")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +72,7 @@ def _expected(path: str):
     from envbuild.errors import Unresolved, UserError
     from envbuild.commands._spec import load_spec
 
-    spec = load_spec(path)
+    spec = load_spec(path, for_image=True)  # the stack as the image built from it has it
     try:
         resolution = pipeline.resolve(spec)
     except Unresolved as exc:
@@ -89,8 +93,9 @@ def _run_fleet(args: argparse.Namespace) -> int:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
     fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
     targets = load_fleet(args.fleet).select(args.target)
+    skipped, verdicts, unchecked = _judge_targets(args, targets)
     report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
-                          kube_context=args.kube_context)
+                          kube_context=args.kube_context, skipped=skipped, verdicts=verdicts, unchecked=unchecked)
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
@@ -100,6 +105,37 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
         html.write(args.html, verify_page.render_fleet(report))
     return 0 if report["ok"] else 1
+
+
+def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], dict[str, str], dict[str, list]]:
+    """(target -> why it is not run, target -> the stack's verdict there, target -> the links
+    not checked there, as `resolve --json` lists them): the stack is
+    --expect SPEC, else the one the image's labels record. A target where it conflicts
+    (or, with --strict, is unverified) is not run, unless --force."""
+    from envbuild import say
+    from envbuild.commands._spec import load_spec
+    from envbuild.fleet.judge import image_spec, judge
+    from envbuild.image_facts import read
+    from envbuild.model import to_jsonable
+
+    if args.expect:
+        spec, why = load_spec(args.expect, for_image=True), ""
+    else:
+        spec, why = image_spec(args.image, targets[0].platform if targets else "linux-64")
+    if spec is None:
+        say.warning(f"the targets were not judged before running: {why}")
+        return {}, {}, {}
+    judged = judge(spec, targets, read_base=read)
+    skipped = {}
+    for name, j in judged.items():
+        if j.refused(args.strict or spec.strict) and not args.force:
+            why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
+            skipped[name] = f"the stack {why} on this target: {j.reason}"
+            say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
+        elif j.verdict != "ok":
+            say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
+    return (skipped, {name: j.verdict for name, j in judged.items()},
+            {name: to_jsonable(j.resolution.unchecked) for name, j in judged.items()})
 
 
 def _answer(args: argparse.Namespace, data: dict, summary) -> None:

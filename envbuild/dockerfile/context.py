@@ -211,7 +211,7 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
     names (default: the catalog's reference); `facts` what the matrices say about this
     stack (`envbuild.pipeline.context_facts`). The lock folder is only read."""
     stack = resolution.resolved
-    if not resolution.ok or stack is None:
+    if not resolution.usable or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
                         hint="run `envbuild resolve` to see the conflicts and their fixes")
     check_output(out, resolution, lock_dir, force=force)

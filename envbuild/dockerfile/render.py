@@ -281,7 +281,7 @@ def _runtime_python(data: RenderInput) -> str:
 
 def render(data: RenderInput) -> str:
     stack = data.resolution.resolved
-    if not data.resolution.ok or stack is None:
+    if not data.resolution.usable or stack is None:
         raise UserError("the spec does not resolve, so there is no stack to build",
                         hint="run `envbuild resolve` to see the conflicts and their fixes")
     base = stack.base_image

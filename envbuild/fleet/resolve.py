@@ -35,14 +35,17 @@ class TargetResult:
 
     @property
     def verdict(self) -> str:
-        return "conflict" if self.conflicts else "ok"
+        """conflict, unverified (a link the matrices cannot check on this target) or ok."""
+        if self.conflicts:
+            return "conflict"
+        return "unverified" if self.resolution.unchecked else "ok"
 
     def to_json(self) -> dict[str, Any]:
         t = self.target
         return {"name": t.name, "verdict": self.verdict, "gpu": t.gpu, "mig": t.mig, "driver": t.driver,
                 "platform": t.platform, "gpu_memory_gib": t.gpu_memory_gib, "scheduler": t.kind,
-                "conflicts": to_jsonable(self.conflicts), "checks": self.checks(), "warnings": to_jsonable(self.warnings),
-                "alone_choice": self.alone_choice}
+                "conflicts": to_jsonable(self.conflicts), "unchecked": to_jsonable(self.resolution.unchecked),
+                "checks": self.checks(), "warnings": to_jsonable(self.warnings), "alone_choice": self.alone_choice}
 
     def checks(self) -> list[dict[str, str]]:
         """The resolver's check lines judged by this target's conflicts (its MIG floors
@@ -65,10 +68,22 @@ class TargetResult:
 class FleetResolution:
     joint: list[Resolution]  # one per platform
     targets: list[TargetResult]
+    strict: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """conflict when a joint resolution or a target conflicts; else unverified when a
+        target has a link the matrices cannot check; else ok."""
+        verdicts = {j.verdict for j in self.joint} | {r.verdict for r in self.targets}
+        for verdict in ("conflict", "unverified"):
+            if verdict in verdicts:
+                return verdict
+        return "ok"
 
     @property
     def ok(self) -> bool:
-        return all(j.ok for j in self.joint) and all(r.verdict == "ok" for r in self.targets)
+        """No conflict, and (under strict) no unchecked link: exit 0."""
+        return self.verdict == "ok" or (self.verdict == "unverified" and not self.strict)
 
 
 def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool = True,
@@ -142,12 +157,12 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, r
         joint = cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec, joint_fixes,
                        joint=True)
         joints.append(joint)
-        pinned = _pin(spec, joint) if joint.ok else spec
+        pinned = _pin(spec, joint) if not joint.conflicts else spec
         rest = _without_target(_target_spec(pinned, group[0]))
         for t in group:
             res = cached(rest, t.driver, (t.gpu,), lambda: _target_spec(pinned, t))  # noqa: B023 - called at once
             r = TargetResult(t, res, list(res.conflicts), list(res.warnings))
-            if not joint.ok and res.ok:
+            if joint.conflicts and not res.conflicts:
                 r.alone_choice = _choice(res)
             r.conflicts += _mig_conflicts(m, t, res)
             r.conflicts += _memory_conflicts(m, spec, t, targets)
@@ -157,7 +172,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, r
             if spec.gpu_count and spec.gpu_count > t.gpus_per_node:
                 r.warnings.append(Warning("gpu_count", f"{t.name}: the job needs {spec.gpu_count} GPUs; a node has {t.gpus_per_node}"))
             results.append(r)
-    return FleetResolution(joints, results)
+    return FleetResolution(joints, results, strict=spec.strict)
 
 
 def _renamed(res: Resolution, was: str, now: str) -> Resolution:
@@ -295,7 +310,7 @@ def render_text(fr: FleetResolution) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
     lines.append("")
     for joint in fr.joint:
-        if joint.ok and joint.resolved:
+        if not joint.conflicts and joint.resolved:
             lines.append(f"stack for all targets: {_choice(joint)} (Python {joint.resolved.python}, {joint.resolved.installer})")
         else:
             lines.append("no single stack works on all selected targets:")
@@ -309,17 +324,22 @@ def render_text(fr: FleetResolution) -> str:
             lines.append(f"CONFLICT {r.target.name} [{c.kind}] {c.message}")
             for i, fix in enumerate(c.fixes[:3], 1):
                 lines.append(f"  fix {i}: {format_fix(fix)}")
+        for u in r.resolution.unchecked:
+            lines.append(f"unknown {r.target.name}: {u.message}")
         for w in r.warnings:
             lines.append(f"warn {r.target.name} {w.kind}: {w.message}")
-    ok = fr.ok
     lines.append("")
-    lines.append(f"verdict: {'ok' if ok else 'conflict'} ({sum(r.verdict == 'ok' for r in fr.targets)}/{len(fr.targets)} targets ok)")
+    counts = f"{sum(r.verdict == 'ok' for r in fr.targets)}/{len(fr.targets)} targets ok"
+    unverified = sum(r.verdict == "unverified" for r in fr.targets)
+    if unverified:
+        counts += f", {unverified} unverified"
+    lines.append(f"verdict: {fr.verdict} ({counts})")
     return "\n".join(lines)
 
 
 def to_json(fr: FleetResolution) -> dict[str, Any]:
     first = fr.joint[0].to_json()
-    first["verdict"] = "ok" if fr.ok else "conflict"
+    first["verdict"] = fr.verdict
     first["joint"] = [{"verdict": j.verdict, "conflicts": to_jsonable(j.conflicts)} for j in fr.joint]
     first["targets"] = [r.to_json() for r in fr.targets]
     return first

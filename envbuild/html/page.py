@@ -17,7 +17,7 @@ from envbuild.html.markup import Markup, h, join, raw, void
 # meaning in a greyscale print and for readers who cannot tell the colours apart.
 STATUSES = {
     "ok": ("s-ok", "\u2713", "ok"),
-    "unchecked": ("s-unchecked", "?", "unchecked: the matrices lack a fact to check it"),
+    "unchecked": ("s-unchecked", "?", "unchecked: a fact needed to check it is unknown"),
     "warning": ("s-warning", "!", "warning"),
     "conflict": ("s-conflict", "\u2717", "conflict"),
     "skipped": ("s-skipped", "\u2013", "skipped: nothing to check it against"),

@@ -53,7 +53,7 @@ def _heading(what: str, subject: str, data: dict[str, Any], *more: Any) -> Marku
              h("div", {"class": "verdict"}, kv(facts)), more)
 
 
-_PROBLEMS = {"conflicts": ("Conflicts", "conflict"), "unchecked": ("Not checked: the matrices lack a fact", "unchecked"),
+_PROBLEMS = {"conflicts": ("Conflicts", "conflict"), "unchecked": ("Not checked: a fact is unknown", "unchecked"),
              "warnings": ("Warnings", "warning")}
 
 

@@ -66,7 +66,7 @@ def by_platform(resolution: Resolution, chosen: tuple[str, ...],
         if own is None:
             raise ValueError(f"locking {platform} needs the resolution of the spec for {platform} "
                              "(pipeline.platform_resolutions gives it)")
-        if not own.ok or own.resolved is None:
+        if not own.usable or own.resolved is None:
             raise LockConflict(tuple(own.conflicts), "")
         found[platform] = own
     return found
@@ -88,7 +88,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     from envbuild.lock.request import build_requests, needs_conda, needs_pip
     from envbuild.lock.solve import solve
 
-    if not resolution.ok or resolution.resolved is None:
+    if not resolution.usable or resolution.resolved is None:
         raise LockConflict(tuple(resolution.conflicts), "")
     resolved_names = {f.name for f in resolution.resolved.frameworks}
     for wanted in spec.frameworks:

@@ -24,7 +24,7 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir,
     out = Path(out_dir)
     if out.is_dir():
         folder.recover(out)  # a write killed after its commit point is finished first
-    if not resolution.ok or resolution.resolved is None:
+    if not resolution.usable or resolution.resolved is None:
         return ["the spec no longer resolves (run `envbuild resolve` for the conflicts)"]
     chosen = target_platforms(resolution, platforms)
     try:

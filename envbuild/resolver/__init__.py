@@ -5,13 +5,25 @@ Steps: read the spec into comparable values (request.py), evaluate every build o
 each framework against the checks (checks.py), choose the newest joint combination
 (complete.py), choose or check the base image (base.py), then word conflicts and offer
 fixes that were themselves resolved and pass (fixes.py).
+
+The verdict: `conflict` when a link fails; else `unverified` when a link could not be
+checked because a fact is unknown (checks.unknown: a release, GPU, label, arch list or
+base Python the matrices do not know, or a fact of a base image outside the catalog that
+nothing states and the image did not show); else `ok`.
+
+Host or image (`Spec.image_build`): a request that names no image is judged as the stack
+runs on a host, with the Python of the frameworks' own builds. The constraints of building
+an image (the base's python3, the in-image installer's Python floor) apply only to an
+image request; for a host request that an image build could not make as asked, the image
+build's conflict is a warning (`image_build`) with its fixes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
-from envbuild.model import BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec, Warning
+from envbuild.model import (BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec,
+                            Unchecked, Warning)
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
@@ -37,9 +49,10 @@ class Analysis:
     ix: Index
     outcomes: list[Outcome]
     problems: list[Problem] = field(default_factory=list)  # hard
-    warnings: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)  # soft: unknown facts (unchecked links) among them
     stack: ResolvedStack | None = None
     joint: bool = False  # a fleet's joint request: see `resolve`
+    image_problems: bool = False  # a host request whose image build would meet problems
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
@@ -58,7 +71,9 @@ def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = Fals
     return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
 
 
-def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Resolution:
+def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_note: bool = True) -> Resolution:
+    """`image_note=False`: without the host request's note on its image build (a fix search
+    asks only whether a candidate resolves)."""
     matrices = with_named_base(matrices, spec)  # a fix that names another base image
     ix = index(matrices)
     a = analyse(spec, ix, joint)
@@ -68,11 +83,30 @@ def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False) -> Res
         if with_fixes:
             from envbuild.resolver.fixes import fixes_for
 
-            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, with_fixes=False, joint=joint)))
+            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, False, joint, image_note=False)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
-    warnings = tuple(Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in _dedupe(a.warnings))
-    return Resolution(spec=spec, verdict="conflict" if conflicts else "ok", resolved=a.stack,
-                      conflicts=tuple(conflicts), warnings=warnings, matrix_version=matrices.version)
+    soft = _dedupe(a.warnings)
+    unchecked = tuple(Unchecked(tuple(p.hints.get("links", ())), p.message, tuple(p.hints.get("nearest", ())))
+                      for p in soft if p.kind == checks.UNKNOWN)
+    warnings = [Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in soft if p.kind != checks.UNKNOWN]
+    if image_note and a.image_problems and not conflicts:
+        warnings += _image_build_note(spec, matrices, with_fixes, joint)
+    verdict = "conflict" if conflicts else "unverified" if unchecked else "ok"
+    return Resolution(spec=spec, verdict=verdict, resolved=a.stack, conflicts=tuple(conflicts),
+                      warnings=tuple(warnings), matrix_version=matrices.version, unchecked=unchecked)
+
+
+def _image_build_note(spec: Spec, matrices, with_fixes: bool, joint: bool) -> list[Warning]:
+    """For a host request: the image build's conflict, when an image of the stack could not
+    be built as asked, as a warning with the image build's own (verified) fixes."""
+    import dataclasses
+
+    image = _resolve(dataclasses.replace(spec, for_image=True), matrices, with_fixes, joint)
+    if not image.conflicts:
+        return []
+    first = image.conflicts[0]
+    return [Warning("image_build", f"an image of this stack (`envbuild dockerfile`, `envbuild image`, `resolve "
+                    f"--for image`) cannot be built as asked: {first.message}", first.facts, first.fixes)]
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -86,10 +120,10 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 
 def analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     a = _analyse(spec, ix, joint)
-    # A pip venv runs the base image's python3. When the newest builds need a Python that
-    # no fitting image has, the newest builds for a Python an image does have win.
+    # In an image, a pip venv runs the base image's python3. When the newest builds need a
+    # Python that no fitting image has, the newest builds for a Python an image does have win.
     retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
-    if retry is not None and not spec.python:
+    if retry is not None and not spec.python and spec.image_build:
         for py in retry.hints["base_pythons"]:
             again = _analyse(spec.with_changes({"python": py}), ix, joint)
             if not again.problems:
@@ -103,24 +137,20 @@ def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     # conflict, so the builds are only selected (for the warnings about which rows judged
     # them), not checked.
     moot = host_platform_problems(req)
-    family_check = base_image.family_filter(req, ix)
+    family_check = base_image.family_filter(req, ix) if spec.image_build else None
     outcomes = [evaluate(name, c, local, req, ix, family_check, judge=not moot) for name, c, local in req.frameworks]
     a = Analysis(req, ix, outcomes, joint=joint)
     for o in outcomes:
         a.problems += o.problems
-        for p in (o.unknown, o.stand_in):
-            if p is not None:
-                (a.problems if spec.strict else a.warnings).append(p)
-    for p in unknown_facts(req, ix):
-        (a.problems if spec.strict else a.warnings).append(p)
+        a.warnings += [p for p in (o.unknown, o.stand_in) if p is not None]
+    a.warnings += unknown_facts(req, ix)
     found = _bare_cuda(req, ix) if not outcomes else []
     for o in outcomes:
         if o.unknown is not None:
             # no row for this version: every check that does not need one still runs
             found += _without_row(o, req, ix)
     for p in found:
-        hard = not p.soft or (spec.strict and p.kind == "unknown_fact")
-        (a.problems if hard else a.warnings).append(p)
+        (a.warnings if p.soft else a.problems).append(p)
     # A driver that does not drive a GPU is a conflict besides the builds' own.
     a.problems = moot or ([] if joint else driver_gpu_problems(req, ix)) + a.problems
     choice = None
@@ -134,22 +164,35 @@ def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
 
 
 def unknown_facts(req: Request, ix: Index) -> list[Problem]:
-    """Warnings (conflicts under --strict) for what the request names but the matrix does
-    not know: a GPU model, a +label that names no CUDA build."""
+    """What the request names but the matrix does not know (a GPU model, a +label that names
+    no CUDA build): the links they leave unchecked."""
     out = []
     for g in req.gpus:
+        if g.row is None and g.cc is not None and g.resolved.compute_capability not in _table_capabilities(ix):
+            out.append(checks.unknown(
+                f"no GPU in the matrix has compute capability {g.cc}, so it was checked by the rule of its major "
+                f"alone (code for an older {g.cc.major}.x runs on it); state the GPU's model or check its compute "
+                f"capability (nvidia-smi --query-gpu=name,compute_cap --format=csv)", ("gpu_arch",)))
         if g.cc is None:
             near = request.gpu_suggestion(ix, g.resolved.name)
             also = f" (or the model's name as the matrix spells it: did you mean {near!r}?)" if near else ""
-            out.append(Problem("unknown_fact",
-                               f"the matrix does not know the GPU {g.resolved.name!r}, so no architecture check ran for "
-                               f"it: state its compute capability instead, e.g. --gpu 6.1 (nvidia-smi --query-gpu="
-                               f"compute_cap --format=csv prints it){also}", soft=True))
+            out.append(checks.unknown(
+                f"the matrix does not know the GPU {g.resolved.name!r}, so no architecture check ran for it: state its "
+                f"compute capability instead, e.g. --gpu 6.1 (nvidia-smi --query-gpu=compute_cap --format=csv prints "
+                f"it){also}", ("gpu_arch",)))
     for name, label in req.unknown_labels:
-        out.append(Problem("unknown_fact",
-                           f"{name}'s +{label} label names no CUDA build the matrix knows, so envbuild judged the public "
-                           f"release; state the build's CUDA with --cuda (e.g. --cuda 12.1)", framework=name, soft=True))
+        out.append(checks.unknown(
+            f"{name}'s +{label} label names no CUDA build the matrix knows, so envbuild judged the public release; "
+            f"state the build's CUDA with --cuda (e.g. --cuda 12.1)", ("framework_build",), framework=name))
     return out
+
+
+def _table_capabilities(ix: Index) -> frozenset[str]:
+    """The compute capabilities of the GPU table's rows."""
+    found = ix.memo.get("gpu table capabilities")
+    if found is None:
+        found = ix.memo["gpu table capabilities"] = frozenset(g.compute_capability for g in ix.m.gpus)
+    return found
 
 
 def host_platform_problems(req: Request) -> list[Problem]:
@@ -238,10 +281,9 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
     found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
     if found is None and (pin.minor is not None or framework is None) and req.known_gpus:
-        out.append(Problem("unknown_fact",
-                           f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not checked against "
-                           f"it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows one)",
-                           soft=True, framework=framework))
+        out.append(checks.unknown(f"the matrix has no architecture list for CUDA {cuda}, so the GPUs were not checked "
+                                  f"against it; use a CUDA release the matrix lists (`envbuild matrix cuda 12.4` shows "
+                                  f"one)", ("gpu_arch",), framework=framework))
     for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
             who = f"{framework} built with CUDA {cuda}" if framework else f"CUDA {cuda}"
@@ -288,6 +330,16 @@ def _complete(a: Analysis, choice: Choice) -> None:
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
     image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer)
+    if not req.spec.image_build:
+        # On a host the environment runs the Python of the frameworks' own builds; whether an
+        # image of it could be built is asked again as an image request (`_image_build_note`).
+        # The base is kept where an image build takes it for this very stack (its python3 is
+        # this Python, or a conda prefix brings its own): the host's lock then serves the image.
+        a.image_problems = any(not p.soft for p in problems)
+        same = image is not None and not a.image_problems and (
+            not base_image.binds_python(image, choice.installer)
+            or (image.python is not None and major_minor(parse_version(image.python)) == python))
+        image, problems = (image if same else None), []
     if image is not None and not req.python and base_image.binds_python(image, choice.installer):
         if image.python:
             # The environment runs the image's own Python (a framework image's, or the python3
@@ -298,8 +350,7 @@ def _complete(a: Analysis, choice: Choice) -> None:
             # record: the lock would assume a Python the image may not have.
             problems.append(base_image.unknown_python(ix, image, python))
     for p in problems:
-        hard = not p.soft or (req.spec.strict and p.kind == "unknown_fact")
-        (a.problems if hard else a.warnings).append(p)
+        (a.warnings if p.soft else a.problems).append(p)
     frameworks = []
     for name, constraint, _l in req.frameworks:
         b = choice.builds.get(name)

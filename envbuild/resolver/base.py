@@ -30,7 +30,7 @@ from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import Problem
+from envbuild.resolver.checks import Problem, unknown
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.named_base import catalog_image
 from envbuild.resolver.request import Request
@@ -277,8 +277,8 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
         where = f" with CUDA {cuda}" if cuda else ""
         limit = f" that driver {req.driver} can start (CUDA <= {native})" if native else ""
         if family == "cuda":
-            return None, [Problem("unknown_fact", f"the base image catalog has no {family} image{where}{limit}; "
-                                  f"set base_image to one you trust", soft=True)]
+            return None, [unknown(f"the base image catalog has no {family} image{where}{limit}; set base_image to "
+                                  f"one you trust", ("base_image",))]
         return None, [Problem("base_image_cuda_mismatch",
                               f"the {family} image family in the catalog has no image{where}{limit} for "
                               f"{', '.join(b.framework + ' ' + b.version for b in builds)}, so the base family "
@@ -397,24 +397,25 @@ def _why_named(ix: Index, img: t.BaseImage) -> str:
 def _unchecked(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], cuda: str | None,
                installer: str) -> list[Problem]:
     """What could not be checked on an image outside the catalog because a fact it rests on
-    is unknown: soft problems (warnings; conflicts under --strict), each naming the fact,
-    why it is unknown, and how to state it."""
+    is unknown: unchecked links (the resolution is then `unverified`, refused under
+    --strict), each naming the fact, why it is unknown, and how to state it."""
     if img is not ix.m.named_base:
         return []  # a catalog row states what the catalog knows
     why = f" ({img.unread})" if img.unread else ""
     out = []
     needs = ", ".join(f"{b.framework} {b.version} (CUDA {b.cuda})" for b in builds) or (f"CUDA {cuda}" if cuda else "")
     if img.cuda is None and needs:
-        out.append(Problem("unknown_fact", f"nothing states the CUDA of the base image {img.ref}{why}, so whether it "
-                           f"serves {needs}{' and driver ' + str(req.driver) if req.driver else ''} was not checked; "
-                           f"{_state_it(img, 'cuda', 'X.Y')}", soft=True))
+        # the driver link too: the container toolkit checks the base's declared CUDA against the driver
+        out.append(unknown(f"nothing states the CUDA of the base image {img.ref}{why}, so whether it serves "
+                           f"{needs}{' and driver ' + str(req.driver) if req.driver else ''} was not checked; "
+                           f"{_state_it(img, 'cuda', 'X.Y')}", ("base_image", "driver") if req.driver else ("base_image",)))
     if img.python is None and req.python and binds_python(img, installer):
-        out.append(Problem("unknown_fact", f"nothing states the Python of the base image {img.ref}{why}; the lock is for "
-                           f"the pinned Python {req.python}, and the build stops at its first step if python3 differs: "
-                           f"{_state_it(img, 'python', req.python)}", soft=True))
+        out.append(unknown(f"nothing states the Python of the base image {img.ref}{why}; the lock is for the pinned "
+                           f"Python {req.python}, and the build stops at its first step if python3 differs: "
+                           f"{_state_it(img, 'python', req.python)}", ("python", "base_image")))
     if img.flavour is None and needs_devel(req, builds, cuda):
-        out.append(Problem("unknown_fact", f"nothing states whether the base image {img.ref} is a devel image{why}, "
-                           f"and {needs_devel(req, builds, cuda)}; {_state_it(img, 'flavour', 'devel')}", soft=True))
+        out.append(unknown(f"nothing states whether the base image {img.ref} is a devel image{why}, and "
+                           f"{needs_devel(req, builds, cuda)}; {_state_it(img, 'flavour', 'devel')}", ("base_image",)))
     return out
 
 
@@ -424,15 +425,18 @@ def _state_it(img: t.BaseImage, name: str, example: str) -> str:
 
 
 def unknown_python(ix: Index, img: BaseImageChoice, assumed: str) -> Problem:
-    """The warning for an environment built on an image's own Python that nothing states."""
+    """The unchecked Python link of an environment built on an image's own Python that
+    nothing states (the lock assumes a Python the image may not have)."""
     named = ix.m.named_base
     if named is not None and named.ref == img.ref:
         why = f" ({named.unread})" if named.unread else ""
-        return Problem("unknown_fact", f"nothing states the Python of the base image {img.ref}{why}; envbuild assumed "
-                       f"Python {assumed}, and the build stops at its first step if python3 differs: "
-                       f"{_state_it(img, 'python', '3.11')}", soft=True)
-    return Problem("unknown_fact", f"the matrix does not record the Python of {img.ref}; envbuild assumed Python "
-                   f"{assumed}, so pin `python:` to the image's Python (or choose base: cuda)", soft=True)
+        return unknown(f"nothing states the Python of the base image {img.ref}{why}; envbuild assumed Python "
+                       f"{assumed}, and the build stops at its first step if python3 differs: "
+                       f"{_state_it(img, 'python', '3.11')}", ("python", "base_image"))
+    return unknown(f"the matrix does not record the Python of {img.ref}; envbuild assumed Python {assumed}, so pin "
+                   f"`python:` to the image's Python (or choose base: cuda)", ("python", "base_image"))
+
+
 def _explicit_python(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], installer: str,
                      facts: tuple) -> list[Problem]:
     if not img.python or not binds_python(img, installer):

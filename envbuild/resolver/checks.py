@@ -2,9 +2,9 @@
 
 Each check returns `Problem`s: a conflict kind, one sentence that names who sets the
 constraint and which side must move, and the facts (with sources) behind it. Checks
-that cannot decide because the matrix lacks a row return a problem of kind
-`unknown_fact` with `soft=True`; PTX-only support is a soft `ptx_jit` problem. Soft
-problems become warnings (or, for unknown facts under --strict, conflicts).
+that cannot decide because the matrix lacks a row return `unknown(...)`, a soft problem
+naming the links left unchecked (the resolution is then `unverified`); PTX-only support
+is a soft `ptx_jit` problem, which becomes a warning.
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ from envbuild.resolver.request import Gpu, Request
 from envbuild.values import major_minor
 from envbuild.versions import ordered_versions, parse_version, read_local_label
 
+UNKNOWN = "unknown_fact"
+
+
 @dataclass(frozen=True)
 class Problem:
     """What one check found; a conflict when hard, a warning when soft."""
@@ -30,6 +33,15 @@ class Problem:
     soft: bool = False  # a warning, not a conflict (ptx_jit, unknown_fact, minor_version_compat)
     framework: str | None = None
     hints: dict = field(default_factory=dict, compare=False)  # for fixes: e.g. {"driver": "525.60.13"}
+
+
+def unknown(message: str, links: tuple[str, ...], *, framework: str | None = None,
+            nearest: tuple[str, ...] = ()) -> Problem:
+    """A fact a check needs is unknown (the matrices lack it, or a base image outside the
+    catalog neither states nor shows it): `links` (of model.LINKS) stay unchecked, and
+    `message` says what is unknown and how to state it. `nearest`: for a release the
+    matrices do not know, the nearest ones they do."""
+    return Problem(UNKNOWN, message, soft=True, framework=framework, hints={"links": links, "nearest": nearest})
 
 
 class _Deferred(Problem):
@@ -165,7 +177,7 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
             why, fact_text = windows
             return [Problem("platform_unsupported", why, (fact(fact_text, b.row),), framework=b.framework)]
         if plugin.lists_platforms and plat not in b.platforms:
-            return ruled + [Problem("unknown_fact", f"the matrix does not list a win-64 build of {b.label}", soft=True,
+            return ruled + [unknown(f"the matrix does not list a win-64 build of {b.label}", ("platform",),
                                     framework=b.framework)]
         return ruled
     if _unpublished(b, plat):
@@ -173,7 +185,7 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
                         f"{b.label} is published only for {', '.join(b.platforms)}; you asked for {plat}",
                         (fact(f"platforms: {list(b.platforms)}", b.row),), framework=b.framework)]
     if plat not in b.platforms:
-        return [Problem("unknown_fact", f"the matrix does not say whether {b.label} exists for {plat}", soft=True,
+        return [unknown(f"the matrix does not say whether {b.label} exists for {plat}", ("platform",),
                         framework=b.framework)]
     return ruled
 
@@ -213,7 +225,7 @@ def python(b: Build, req: Request) -> list[Problem]:
         return []
     pythons = b.pythons_on(req.platform)
     if pythons is None:
-        return [Problem("unknown_fact", f"the matrix has no Python range for {b.label}", soft=True, framework=b.framework)]
+        return [unknown(f"the matrix has no Python range for {b.label}", ("python",), framework=b.framework)]
     if req.python in pythons:
         return []
     # named: the Pythons published there (those the lock proof found to fail too, when no other is left)
@@ -298,8 +310,7 @@ def driver(b: Build, req: Request, ix: Index) -> list[Problem]:
         source_fact = fact(f"{b.framework} {native.releases}: the driver must be at least the one released with the "
                            f"installed CUDA toolkit (no minor-version compatibility)", native)
     if need is None:
-        return [Problem("unknown_fact", f"the matrix has no minimum driver for CUDA {b.cuda}", soft=True,
-                        framework=b.framework)]
+        return [unknown(f"the matrix has no minimum driver for CUDA {b.cuda}", ("driver",), framework=b.framework)]
     if req.driver >= drivers[need]:
         return []
     have = ix.driver_cuda(req.driver, req.platform)
@@ -652,8 +663,7 @@ def _below_min_cc(b: Build, cc) -> bool:
 
 def _toolkit_problems(b: Build, g: Gpu, ix: Index, verdict: str) -> list[Problem]:
     if verdict == "unlisted":
-        return [Problem("unknown_fact", f"the matrix has no architecture list for CUDA {b.cuda}", soft=True,
-                        framework=b.framework)]
+        return [unknown(f"the matrix has no architecture list for CUDA {b.cuda}", ("gpu_arch",), framework=b.framework)]
     return [_Deferred("gpu_arch_unsupported",
                       lambda: f"{b.label} is built with CUDA {b.cuda}, which cannot generate code for your {g.label}; "
                               f"{_toolkit_why(b, g, ix)}, so the CUDA variant (or the {b.framework} version) must move",
@@ -697,7 +707,7 @@ def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     if verdict is None:
         return []
     if verdict == "unlisted":
-        return [Problem("unknown_fact", f"the matrix has no compiled-architecture list for {b.label}", soft=True,
+        return [unknown(f"the matrix has no compiled-architecture list for {b.label}", ("gpu_arch",),
                         framework=b.framework)]
     facts = (fact(f"{b.label} carries {' '.join(b.archs)}", b.row),)
     if verdict == "ptx":

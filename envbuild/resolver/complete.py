@@ -41,10 +41,12 @@ class Outcome:
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
-             extra_check=None, *, judge: bool = True) -> Outcome:
+             extra_check=None, *, judge: bool = True, strict: bool | None = None) -> Outcome:
     """The builds of framework `name` that `constraint` selects, judged against the request.
     `judge=False` only selects them (the request has a conflict that makes their verdicts
-    moot): the outcome then holds the selection's warnings alone."""
+    moot): the outcome then holds the selection's warnings alone. Under `strict` (default:
+    the spec's) a build with a link the matrices cannot check is viable only when no build
+    has every link checked: the choice then is as without it, and the verdict unverified."""
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
     candidates, out.stand_in = _selected(name, constraint, pin, ix)
@@ -68,7 +70,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             return out
         candidates = mine
     candidates = _on_platform(candidates, req.platform, ix)
-    strict = req.spec.strict
+    if strict is None:
+        strict = req.spec.strict
     scored = []
     if extra_check is None and not strict:
         # the common case, once per target of a fleet: which builds pass decides, and the
@@ -88,8 +91,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     # the kinds of the problems decide; only the nearest build's are written below
     judged = checks.summaries_of(candidates, req, ix, pin)
     for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
-        if strict and "unknown_fact" in soft:
-            hard = hard | {"unknown_fact"}
+        if strict and checks.UNKNOWN in soft:
+            hard = hard | {checks.UNKNOWN}
         extra = extra_check(b) if extra_check is not None else _NO_PROBLEMS
         if extra:
             hard = hard.union(p.kind for p in extra if _is_hard(p, strict))
@@ -102,6 +105,8 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
             out.viable.append(b)
             if extra:
                 out.extra_soft[id(b)] = extra
+    if not out.viable and strict:
+        return evaluate(name, constraint, local, req, ix, extra_check, judge=judge, strict=False)
     if not out.viable:
         *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
@@ -156,7 +161,7 @@ def _on_platform(candidates: list[Build], platform: str, ix: Index) -> list[Buil
 
 
 def _is_hard(p: Problem, strict: bool) -> bool:
-    return not p.soft or (strict and p.kind == "unknown_fact")
+    return not p.soft or (strict and p.kind == checks.UNKNOWN)
 
 
 def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None):
@@ -210,19 +215,36 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
         builds = found
     if pin is not None and marked and not any(pin.matches(b.cuda) for b in builds):
         return [], None  # the pinned variant has no rows: only the CUDA-level checks can judge it
-    return builds, Problem("unknown_fact", note, framework=name, soft=True)
+    return builds, checks.unknown(note, ("framework_build", "gpu_arch"), framework=name)
 
 
 def _unknown_version(name: str, constraint: Constraint, ix: Index, pin: CudaPin | None) -> Problem:
-    wanted = constraint.text if constraint.text not in ("*", "") else "(any version)"
+    wanted = constraint.text.removeprefix("==") if constraint.text not in ("*", "") else "(any version)"
     known = ix.versions.get(name, [])
-    span = f" (rows cover {name} {known[-1]}..{known[0]})" if known else ""
+    near = nearest_releases(known, constraint)
+    span = f"rows cover {known[-1]}..{known[0]}" if known else ""
+    if near:
+        span = f"the nearest releases it knows: {name} {' and '.join(near)}; {span}"
+    span = f" ({span})" if span else ""
     if pin is not None:
         how = f"its CUDA {pin.short} was checked against the driver and GPUs"
     else:
         how = "state the build's CUDA (--cuda 11.8, or a +cu118 label) to check it against the driver and GPUs"
-    return Problem("unknown_fact", f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not "
-                   f"need it ran: {how}", framework=name, soft=True)
+    links = ("framework_build", "gpu_arch", "python") + (() if pin is not None else ("driver",))
+    return checks.unknown(f"the matrix has no row for {name} {wanted}{span}, so only the checks that do not "
+                          f"need it ran: {how}", links, framework=name, nearest=near)
+
+
+def nearest_releases(known: list[str], constraint: Constraint) -> tuple[str, ...]:
+    """The releases in `known` next to the one `constraint` names (its first clause's
+    version): the newest older one and the oldest newer one, where they exist."""
+    if not known or not constraint.clauses:
+        return ()
+    asked = parse_version(constraint.clauses[0][1].removesuffix(".*"))
+    versions = sorted(known, key=parse_version)
+    older = [v for v in versions if parse_version(v) < asked]
+    newer = [v for v in versions if parse_version(v) > asked]
+    return tuple(older[-1:] + newer[:1])
 
 
 def _pinned(constraint: Constraint):

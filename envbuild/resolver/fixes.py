@@ -3,7 +3,8 @@
 Candidates move one side of the failing link at a time (the CUDA variant, the
 framework version, the driver, Python, cuDNN, the platform, the base image), nearest
 first. A candidate is offered only after the changed spec has been resolved (without
-fix generation, so there is no recursion) and came back ok; when the spec has a
+fix generation, so there is no recursion) and came back without a conflict (ok, or
+unverified where the matrices lack a fact about the moved stack); when the spec has a
 second, independent conflict, the candidate is combined with the first fix of that one.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
         result = _once(analysis, "resolution", fixed, resolve_plain)
     except Exception:  # noqa: BLE001 - a candidate that does not even resolve is simply not offered
         return None
-    if result.ok:
+    if result.usable:
         return Fix(description, changes)
     # One more step for a second, independent conflict: merge the first candidate that
     # clears the remaining conflicts.
@@ -66,7 +67,7 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
         for more_desc, more in list(_candidates(fixed, rest, second))[:3]:
             merged = {**changes, **more}
             try:
-                if _once(analysis, "resolution", spec.with_changes(merged), resolve_plain).ok:
+                if _once(analysis, "resolution", spec.with_changes(merged), resolve_plain).usable:
                     # a second move that replaces every value of the first is the whole fix
                     return Fix(more_desc if set(more) >= set(changes) else f"{description}, and {more_desc}", merged)
             except Exception:  # noqa: BLE001

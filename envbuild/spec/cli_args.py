@@ -16,6 +16,7 @@ variable.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -39,6 +40,14 @@ ENVIRONMENT = {
     "ENVBUILD_STRICT": ("strict",),  # 1/true/yes or 0/false/no
 }
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def add_judged_for_argument(parser: argparse.ArgumentParser) -> None:
+    """--for host|image, for the commands that judge a stack without building an image."""
+    parser.add_argument(
+        "--for", dest="judged_for", choices=("host", "image"),
+        help="judge the stack as it runs on a host (the default unless the spec names base, base_image or "
+             "image) or as an image build (the base's python3, the in-image installer)")
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser, *, multi_platform: bool = False) -> None:
@@ -97,7 +106,8 @@ HostReader = Callable[[], "tuple[str | None, list[str]]"]
 def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = None,
                    host: HostReader | None = None, environ: Mapping[str, str] | None = None) -> Spec:
     """The spec file (given, else found here, if any) with the environment's values and
-    then the flags laid over it, validated."""
+    then the flags laid over it, validated; `--for` says whether it is judged for a host or
+    an image build."""
     from envbuild.spec.parse import RawSpec, read_spec_file
     from envbuild.spec.validate import validate_raw
 
@@ -107,7 +117,11 @@ def spec_from_args(args: argparse.Namespace, *, gpu_check: GpuCheck | None = Non
     raw = read_spec_file(path) if path else RawSpec(data={}, locations={(): COMMAND_LINE})
     overlay_environment(raw, os.environ if environ is None else environ)
     overlay_args(raw, args, host)
-    return validate_raw(raw, gpu_check)
+    spec = validate_raw(raw, gpu_check)
+    judged = getattr(args, "judged_for", None)
+    if judged is not None:
+        spec = dataclasses.replace(spec, for_image=judged == "image")
+    return spec
 
 
 def discover_spec(folder: Path = Path(".")) -> str | None:

@@ -284,6 +284,8 @@ class _Validator:
             base=base,
             base_image=base_image,
             base_facts=base_facts,
+            # a spec that names a base (`base: auto` too) or an image is about an image build
+            for_image=True if any(self.get((key,)) is not None for key in ("base", "base_image", "image")) else None,
             source=self.raw.source,
             **values.pop("resources"),
             **values,

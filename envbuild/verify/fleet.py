@@ -2,8 +2,9 @@
 
 Each target's job is the probe alone in the image (envbuild/targets/<kind>.py renders it).
 Kinds with a `submit` are submitted and waited for; the others get their job definition
-written next to the reports with the command to submit it. The reports are merged into
-one JSON document and one JUnit file with a testsuite per target.
+written next to the reports with the command to submit it. Targets the caller names in
+`skipped` (the stack does not resolve there) are not run, with the reason. The reports
+are merged into one JSON document and one JUnit file with a testsuite per target.
 """
 from __future__ import annotations
 
@@ -24,14 +25,22 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
 
 
 def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
-                 timeout: float = 900, kube_context: str | None = None, progress=None) -> dict[str, Any]:
+                 timeout: float = 900, kube_context: str | None = None, progress=None,
+                 skipped: dict[str, str] | None = None, verdicts: dict[str, str] | None = None,
+                 unchecked: dict[str, list] | None = None) -> dict[str, Any]:
+    """`skipped`: target name -> why it is not run (the stack's conflict there). `verdicts`:
+    target name -> the stack's verdict there (ok, unverified, conflict), and `unchecked`:
+    target name -> the links not checked there (as `resolve --json` lists them), for the report."""
     progress = progress or Progress(sys.stderr)
+    skipped = skipped or {}
+    verdicts, unchecked = verdicts or {}, unchecked or {}
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: dict[str, dict] = {}
     by_kind: dict[str, list[Job]] = {}
     for t in targets:
-        by_kind.setdefault(t.kind, []).append(job_for(image, t, static=static))
+        if t.name not in skipped:
+            by_kind.setdefault(t.kind, []).append(job_for(image, t, static=static))
     for kind, jobs in by_kind.items():
         mod = module(kind)
         if hasattr(mod, "submit"):
@@ -54,7 +63,10 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
         probe = r.get("probe")
         checks = list(probe.get("checks", [])) if probe else []
         failed = [c["name"] for c in checks if c["status"] == "fail" and c.get("required", True)]
-        if probe:
+        reason = skipped.get(t.name)
+        if reason is not None:
+            status = "not_run"
+        elif probe:
             status = "fail" if failed else "pass"
         elif r.get("status") == "submitted-manually":
             status = "not_run"
@@ -64,6 +76,8 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
         entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
+                        "resolve_verdict": verdicts.get(t.name), "resolve_unchecked": unchecked.get(t.name, []),
+                        "not_run_reason": reason,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
                         "definition": r.get("definition") or r.get("manifest"), "failed_required": failed,
                         "checks": checks, "probe": {k: v for k, v in (probe or {}).items() if k not in ("checks", "verdict")}})
@@ -84,8 +98,12 @@ def write_junit(path, report: dict[str, Any]) -> None:
 
     root = ET.Element("testsuites", name="envbuild.verify.fleet")
     for e in report["targets"]:
-        checks = e["checks"] or [{"name": "scheduler.submitted", "status": "skip", "required": True,
-                                  "details": f"not run by envbuild: submit {e['definition']}"}]
+        if e.get("not_run_reason"):
+            checks = [{"name": "resolve.target", "status": "skip", "required": True,
+                       "details": f"not run: {e['not_run_reason']}"}]
+        else:
+            checks = e["checks"] or [{"name": "scheduler.submitted", "status": "skip", "required": True,
+                                      "details": f"not run by envbuild: submit {e['definition']}"}]
         suite = junit_tree(checks, suite=f"envbuild.verify.{e['name']}").getroot().find("testsuite")
         root.append(suite)
     root.set("tests", str(sum(int(s.get("tests")) for s in root)))
@@ -100,7 +118,7 @@ def summary_text(report: dict[str, Any]) -> str:
     for e in report["targets"]:
         extra = f" (job {e['scheduler_job']}, {str(e['state']).lower()})" if e.get("scheduler_job") else ""
         if e["status"] == "not_run":
-            extra = f" (submit {e['definition']})"
+            extra = f" (not run: {e['not_run_reason']})" if e.get("not_run_reason") else f" (submit {e['definition']})"
         failed = f": failed {', '.join(e['failed_required'])}" if e["failed_required"] else ""
         if e["failed_required"] == ["scheduler.job"]:  # no report: the job's last words say why
             failed = f": {_why(e['checks'][0].get('cause') or '')}"
