@@ -49,3 +49,25 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with replacing(path, "wb") as handle:
         handle.write(data)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap two existing paths (folders) in one atomic step, renameat2(RENAME_EXCHANGE):
+    at every instant each name holds one whole tree. False when this kernel, C library or
+    filesystem cannot; any other failure is raised as the OSError naming `b`."""
+    import ctypes
+    import errno
+
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(b))

@@ -16,7 +16,11 @@ import sys
 from envbuild import __version__
 from envbuild.errors import EnvironmentProblem, Refused, UserError, UserErrors
 
-COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init")
+COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init",
+            "env", "run")
+# Commands that run another command: everything after the first `--` is that command's
+# (`envbuild run spec.yaml -- python -V`), never parsed as envbuild's own flags.
+PASSTHROUGH = ("run",)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,10 +93,16 @@ def _main(argv: list[str]) -> int:
     # `envbuild COMMAND ...` parses with that subcommand alone; anything else (help, the
     # completion script, a misspelt command) needs the whole parser
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    passthrough = None
+    if "--" in argv:
+        before = argv[:argv.index("--")]
+        if next((word for word in before if not word.startswith("-")), None) in PASSTHROUGH:
+            argv, passthrough = before, argv[argv.index("--") + 1:]
     try:
         args = parser.parse_args(argv)
     except UserError as exc:
         return _fail(exc, json_wanted=_json_flag(argv))
+    args.passthrough = passthrough
     if args.quiet and args.verbose:
         return _fail(UserError("-q and -v ask for opposite things", where="-q/-v", hint="give one of them"),
                      json_wanted=_json_flag(argv))

@@ -360,6 +360,27 @@ def plain_name(value: Any, where: str, what: str) -> str:
     return _grammar(value, where, what, r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", "letters, digits, - _ .")
 
 
+# --- CI runners -------------------------------------------------------------------------------
+MAX_RUNNER_LABELS = 16
+
+
+def runner_labels(value: Any, where: str, what: str = "runner_labels") -> tuple[str, ...]:
+    """The labels (GitHub Actions `runs-on`) or tags (GitLab CI `tags`) of the self-hosted
+    CI runners that carry a target's GPU: a list of plain names, as both systems take them.
+    The pipelines hold them as YAML strings, never inside a shell line."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{what} must be a list of runner labels, not {shown(value)}", where=where,
+                        hint="write e.g. [self-hosted, linux, gpu-a100]")
+    if len(value) > MAX_RUNNER_LABELS:
+        raise UserError(f"{what} has {len(value)} labels", where=where, hint=f"at most {MAX_RUNNER_LABELS}")
+    labels = tuple(_grammar(v, where, f"{what}[{i}]", r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
+                            "letters, digits, - _ ., as the runner was registered with", limit=100)
+                   for i, v in enumerate(value))
+    return tuple(dict.fromkeys(labels))
+
+
 # --- the workload -----------------------------------------------------------------------------
 def command_argv(value: Any, where: str) -> tuple[str, ...]:
     """A command line split into its arguments as a POSIX shell splits it, without running

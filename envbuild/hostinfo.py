@@ -52,6 +52,35 @@ def detect(require_driver: bool = True, check_docker: bool = True) -> HostInfo:
                     nvidia_runtime_ok=runtime_ok, cdi=tuple(_cdi_specs()), docker_error=error, notes=tuple(notes))
 
 
+# `uname -m` -> the conda platform an environment for this machine is built for
+_MACHINES = {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64"}
+
+
+def platform_name() -> str:
+    """This machine as a conda platform name (`linux-64`, `linux-aarch64`, `osx-arm64`, ...)."""
+    import platform
+    import sys
+
+    machine = platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        return _MACHINES.get(machine, f"linux-{machine}")
+    if sys.platform == "darwin":
+        return "osx-arm64" if machine == "arm64" else "osx-64"
+    return f"{sys.platform}-{machine}"
+
+
+def glibc() -> str | None:
+    """The C library's version here ("2.36"), as conda's `__glibc` reads it; None without glibc."""
+    import os
+
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):
+        return None
+    name, _, version = text.partition(" ")
+    return version if name == "glibc" and version else None
+
+
 def _cc_from_matrix(name: str) -> str | None:
     from envbuild import matrix
     from envbuild.matrix.lookup import find_gpu

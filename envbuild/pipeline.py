@@ -58,10 +58,11 @@ def platform_resolutions(spec: Spec, resolution: Resolution) -> dict[str, Resolu
             for platform in spec.lock_platforms if platform != resolution.resolved.platform}
 
 
-def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False) -> Path:
+def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False,
+         index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), glibc: str | None = None) -> Path:
     """A lock folder that matches the spec (every platform it names): `lock_dir` as it is
     when it is current, else a fresh lock written there (or under `scratch` when no folder
-    was named)."""
+    was named). The pip indexes and the target's glibc go to `envbuild.lock.api.lock`."""
     from envbuild.image_facts import read_local
     from envbuild.lock import api
     from envbuild.lock.check import check
@@ -76,7 +77,8 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if not quiet:
         say.note(f"locking into {target}")
     try:
-        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local)
+        api.lock(spec, resolution, None, target, platform_resolutions=others, read_base=read_local,
+                 index_url=index_url, extra_index_urls=extra_index_urls, glibc=glibc)
     except api.LockConflict as exc:  # a failed pip lock included
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
@@ -144,6 +146,19 @@ def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str 
                          force=force)
 
 
+def content_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
+                pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
+    """repository:content-tag, the tag `envbuild image` gives this locked stack's image
+    (its build context is written to a temporary folder and hashed; nothing is built)."""
+    from envbuild.image import tag
+
+    platform = resolution.resolved.platform
+    with tempfile.TemporaryDirectory(prefix="envbuild-tag-") as scratch:
+        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
+                        pin_digests=pin_digests, wheelhouse=wheelhouse)
+        return f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+
+
 def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror: str | None = None,
               pin_digests: bool = False, wheelhouse: Path | None = None) -> str:
     """The reference `envbuild image` gives this locked stack's image, without building it:
@@ -151,14 +166,9 @@ def image_ref(resolution: Resolution, repository: str, lock_dir: Path, *, mirror
     it then pulls exactly that image)."""
     from envbuild.dockerfile.reference import parse
     from envbuild.errors import UserError
-    from envbuild.image import tag
     from envbuild.registry import manifest_digest
 
-    platform = resolution.resolved.platform
-    with tempfile.TemporaryDirectory(prefix="envbuild-export-") as scratch:
-        built = context(Path(scratch) / "context", resolution, lock_dir, platform=platform, mirror=mirror,
-                        pin_digests=pin_digests, wheelhouse=wheelhouse)
-        ref = f"{repository}:{tag.content_tag(resolution, built.path, built.base_digest, platform)}"
+    ref = content_ref(resolution, repository, lock_dir, mirror=mirror, pin_digests=pin_digests, wheelhouse=wheelhouse)
     try:
         digest = manifest_digest(parse(ref), timeout=5)
     except UserError:  # registry unreachable: the tag alone still names the image

@@ -11,6 +11,8 @@ Build log lines are shown in place on a terminal and printed as they come when p
 A status line (`status`: "verify: 1/2 done (...)", polled every second) is redrawn in
 place on a terminal; piped, it is printed at most every PLAIN_EVERY seconds, and the
 last one once more when the step ends (`done`), so a CI log shows the outcome.
+A step that prints nothing for a while (a `COPY --from` of a large prefix, an installer
+downloading) is followed with `follow`, which says how long it has been running.
 
 A byte count never exceeds its total: where the engine's total is an estimate that the
 bytes overrun, the total grows with them. Docker's push is such a case: its `current`
@@ -20,14 +22,19 @@ padding per file), its `total` only the files' contents, so a layer of many smal
 """
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 import time
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from envbuild import say
 from envbuild.terminal import is_terminal, strip_ansi
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same running task
 SLOW = 2.0  # a task that ends sooner gets no "done" line of its own in plain mode
+TICK = 1.0  # seconds between two redraws of a silent step's elapsed time on a terminal
+T = TypeVar("T")
 
 
 def human_bytes(n: float | None) -> str:
@@ -145,6 +152,46 @@ class Progress:
             self._write(text)
         else:
             self._status = text  # printed by `done` if nothing newer is
+
+    def follow(self, items: Iterable[T], label: "str | Callable[[], str]") -> Iterator[T]:
+        """Yield `items` (a blocking stream: a build's output, a process's lines) as they
+        come. While it is silent, say how long the step named by `label` (a text, or a
+        function giving the current one) has run without a word: on a terminal in place,
+        once a second; piped, one line every PLAIN_EVERY seconds."""
+        found: queue.Queue = queue.Queue()
+
+        def pump() -> None:  # the stream blocks; it is read on a thread, written out here
+            try:
+                for item in items:
+                    found.put((True, item))
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+                found.put((False, exc))
+            else:
+                found.put((False, None))
+
+        threading.Thread(target=pump, name="envbuild-follow", daemon=True).start()
+        quiet_since = last_line = time.monotonic()
+        while True:
+            try:
+                more, item = found.get(timeout=TICK)
+            except queue.Empty:
+                now = time.monotonic()
+                name = label() if callable(label) else label
+                if self.mode == "live" and self._live is None:
+                    self._clear()
+                    self.stream.write(f"    {name}: {now - quiet_since:.0f} s without output"[:120])
+                    self._transient = True
+                    self.stream.flush()
+                elif self.mode == "plain" and now - last_line >= PLAIN_EVERY:
+                    last_line = now
+                    self._write(f"  {self.elapsed()}  {name}: running, {now - quiet_since:.0f} s without output")
+                continue
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            quiet_since = last_line = time.monotonic()
+            yield item
 
     def done(self) -> None:
         """Between steps: clear what is drawn in place; piped, the last status line."""

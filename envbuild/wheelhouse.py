@@ -1,12 +1,18 @@
 """Fill a folder with every file a lock pins, for builds without network access.
 
-Wheels: `pip download` of the exact pins for the target's platform tags (CPython
-version, manylinux glibc of the base image, machine), with `--require-hashes`, so pip
-checks every file against the lock. Direct-URL pins (`name @ URL`) and conda archives
-are fetched by URL and checked against the lock's sha256 (md5 when that is all the lock
-has). Conda archives land in `DIR/conda-channel/<subdir>/`, indexed as a channel: an
-offline `image`/`dockerfile --wheelhouse DIR` bundles them from there, and the folder
-serves `lock` as a `file://` channel. Files already there with the right hash are kept.
+Wheels: the lock's pylock.toml names every file of each pin the target can install (URL,
+size, sha256); the one the target's installer would pick (packaging's tag order for the
+target's CPython, manylinux glibc and machine) is fetched by URL and checked against its
+sha256. A lock without a pylock.toml (one written with --allow-unhashed) falls back to
+`pip download` of the exact pins for the target's platform tags. Direct-URL pins
+(`name @ URL`) and conda archives are fetched by URL and checked against the lock's sha256
+(md5 when that is all the lock has). Conda archives land in `DIR/conda-channel/<subdir>/`,
+indexed as a channel: an offline `image`/`dockerfile --wheelhouse DIR` bundles them from
+there, and the folder serves `lock` as a `file://` channel. Files already there with the
+right hash are kept.
+
+Progress: one task for all the files fetched, with bytes, rate and (when every size is
+known, as pylock.toml states them) the total; at most a line every 10 s when piped.
 """
 from __future__ import annotations
 
@@ -38,35 +44,89 @@ class Fetched:
     downloaded: bool  # False: the file was there already, with the right hash
 
 
-def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, progress) -> bool:
-    """Download `url` to `target` unless a file with the right hash is there; check the hash."""
+@dataclass(frozen=True)
+class _Wanted:
+    """A file to fetch by URL into `target`, checked against the lock's hash."""
+
+    manager: str
+    name: str
+    version: str
+    url: str
+    target: Path
+    sha256: str | None
+    md5: str | None = None
+    size: int | None = None  # as the lock states it (pylock.toml), else unknown
+
+
+def _fetch_all(wanted: list[_Wanted], progress) -> list[Fetched]:
+    """Fetch every file not already there with its hash, under one progress task: bytes and
+    rate, and the total when every size is known."""
+    missing = [w for w in wanted if not (w.target.is_file() and w.sha256 and sha256_file(w.target) == w.sha256)]
+    task = None
+    if missing and progress:
+        sizes = [w.size for w in missing]
+        total = sum(sizes) if all(sizes) else None
+        task = progress.task(f"downloading {len(missing)} file(s)", total=total)
+    fetched = []
+    try:
+        for item in wanted:
+            new = item in missing and _fetch_url(item.url, item.target, item.sha256, item.md5, task)
+            fetched.append(Fetched(item.manager, item.name, item.version, item.target,
+                                   item.sha256 or sha256_file(item.target), new))
+    finally:
+        if task:
+            task.done()
+    return fetched
+
+
+def _session():
+    """HTTP as pip is configured here: its CA bundle, client certificate and proxy, and the
+    credentials it holds for an index's host (~/.netrc is read by requests itself)."""
+    import requests
+
+    from envbuild.lock.pip_config import read_pip_settings
+
+    settings = read_pip_settings()
+    session = requests.Session()
+    if settings.cert:
+        session.verify = settings.cert
+    if settings.client_cert:
+        session.cert = settings.client_cert
+    if settings.proxy:
+        session.proxies = {"http": settings.proxy, "https": settings.proxy}
+    return session, settings
+
+
+def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, task=None) -> bool:
+    """Download `url` to `target` unless a file with the right hash is there; check the hash.
+    `task`: the progress task its bytes advance."""
     if target.is_file() and sha256 and sha256_file(target) == sha256:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.part")
     parsed = urllib.parse.urlparse(url)
-    task = progress.task(f"downloading {target.name}") if progress else None
     try:
         if parsed.scheme == "file":
             shutil.copyfile(urllib.request.url2pathname(parsed.path), partial)
+            if task:
+                task.update(advance=partial.stat().st_size)
         else:
-            import requests
+            from envbuild.lock.pip_config import with_credentials
 
-            with requests.get(url, stream=True, timeout=60) as answer:
+            session, settings = _session()
+            with session, session.get(with_credentials(url, settings), stream=True, timeout=60) as answer:
                 answer.raise_for_status()
-                total = int(answer.headers.get("Content-Length") or 0) or None
                 with open(partial, "wb") as out:
-                    for block in answer.iter_content(1 << 20):
+                    for block in answer.iter_content(64 * 1024):  # small blocks: the count moves smoothly
                         out.write(block)
                         if task:
-                            task.update(advance=len(block), total=total)
+                            task.update(advance=len(block))
     except Exception as exc:  # noqa: BLE001 - any failed download is the same problem for the user
         partial.unlink(missing_ok=True)
-        raise EnvironmentProblem(f"cannot download {url} ({type(exc).__name__})",
+        from envbuild.urls import mask
+
+        raise EnvironmentProblem(f"cannot download {mask(url)} ({type(exc).__name__})",
                                  hint="check the network or the channel/index the lock names") from None
-    finally:
-        if task:
-            task.done()
     if sha256 and sha256_file(partial) != sha256:
         partial.unlink()
         raise EnvironmentProblem(f"{url} does not match the lock's sha256 {sha256[:12]}...",
@@ -88,7 +148,7 @@ def _platform_args(platform: str, glibc: str) -> list[str]:
 
 
 def _pip_download(pins: list[LockedFile], out: Path, *, platform: str, python: str, glibc: str,
-                  index_urls: list[str]) -> None:
+                  index_urls: list[str], progress=None) -> None:
     tags = _platform_args(platform, glibc)
     with tempfile.TemporaryDirectory(prefix="envbuild-wheelhouse-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
@@ -102,9 +162,12 @@ def _pip_download(pins: list[LockedFile], out: Path, *, platform: str, python: s
         if index_urls:
             command += ["--index-url", index_urls[0]] + [a for u in index_urls[1:] for a in ("--extra-index-url", u)]
         say.command(command)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        last = next((x for x in reversed(done.stderr.strip().splitlines()) if x.strip()), "no output")
+        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            lines = proc.stderr if progress is None else progress.follow(proc.stderr, f"pip download of {len(pins)} wheel(s)")
+            stderr = "".join(lines)
+            code = proc.wait()
+    if code != 0:
+        last = next((x for x in reversed(stderr.strip().splitlines()) if x.strip()), "no output")
         raise EnvironmentProblem(f"pip could not download the locked wheels: {last.strip()}",
                                  hint="check the network or the index named in the lock")
 
@@ -156,18 +219,85 @@ def _conda_lock_sha256(lock: LockInput, platform: str) -> dict[str, str]:
     return {p.url: p.sha256 for p in packages if p.sha256}
 
 
+def _pylock_path(lock: LockInput, platform: str) -> Path | None:
+    """The pylock.toml beside the lock's pip lock for `platform`, when the lock has one."""
+    from envbuild.lock.folder import PIP_LOCKFILE, pylock_name
+
+    if lock.pip_lock is None:
+        return None
+    path = lock.pip_lock.with_name(pylock_name(platform, lock.pip_lock.name == PIP_LOCKFILE))
+    return path if path.is_file() else None
+
+
+def chosen_wheels(pylock: Path, out: Path, *, platform: str, python: str, glibc: str) -> list[_Wanted]:
+    """For each pin of `pylock`, the file the target's installer picks: the wheel whose
+    best tag comes first in packaging's order for the target's CPython and platform, or
+    the archive of a `name @ URL` pin."""
+    import tomllib
+
+    from packaging.tags import compatible_tags, cpython_tags
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    from envbuild.lock.pip_lock import parse_pylock
+    from envbuild.lock.pip_tags import platform_tags
+
+    version = tuple(int(part) for part in python.split(".")[:2])
+    platforms = platform_tags(platform, glibc)
+    order = {tag: i for i, tag in enumerate([*cpython_tags(version, platforms=platforms),
+                                              *compatible_tags(version, f"cp{version[0]}{version[1]}", platforms)])}
+    with open(pylock, "rb") as handle:
+        pins = parse_pylock(tomllib.load(handle))
+    wanted = []
+    for pin in pins:
+        ranked = []
+        for file in pin.files:
+            name = file.url.rsplit("/", 1)[-1].split("#", 1)[0]
+            if file.kind == "archive":
+                ranked.append((-1, name, file))
+                continue
+            if file.kind != "wheel":
+                continue
+            try:
+                tags = parse_wheel_filename(name)[3]
+            except InvalidWheelFilename:
+                continue
+            ranks = [order[tag] for tag in tags if tag in order]
+            if ranks:
+                ranked.append((min(ranks), name, file))
+        if not ranked:
+            raise EnvironmentProblem(f"the lock has no wheel of {pin.name} {pin.version} for CPython {python} on "
+                                     f"{platform} (glibc {glibc})", where=str(pylock), hint="lock again for this target")
+        _rank, name, file = min(ranked, key=lambda found: found[0])
+        wanted.append(_Wanted("pip", pin.name, pin.version, file.url, out / name, file.sha256, size=file.size))
+    return wanted
+
+
 def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, progress=None) -> list[Fetched]:
     out.mkdir(parents=True, exist_ok=True)
     _fetch_tools(lock, out, platform=platform, python=python, glibc=glibc)
     entries = locked_files(lock)
-    fetched: list[Fetched] = []
+    wanted: list[_Wanted] = []
     conda = [(e, p) for e, p in zip((e for e in entries if e.manager == "conda"), lock.conda)]
     sha256_of = _conda_lock_sha256(lock, platform)  # an explicit lock may carry only md5
     for entry, package in conda:
-        target = out / LOCAL_CHANNEL / package.subdir / package.filename
-        sha256 = package.sha256 or sha256_of.get(package.url)
-        new = _fetch_url(package.url, target, sha256, package.md5, progress)
-        fetched.append(Fetched("conda", entry.name, entry.version, target, sha256 or sha256_file(target), new))
+        wanted.append(_Wanted("conda", entry.name, entry.version, package.url,
+                              out / LOCAL_CHANNEL / package.subdir / package.filename,
+                              package.sha256 or sha256_of.get(package.url), package.md5))
+    pylock = _pylock_path(lock, platform)
+    pins = [e for e in entries if e.manager == "pip"]
+    to_download = []
+    if pylock is not None:
+        wanted += chosen_wheels(pylock, out, platform=platform, python=python, glibc=glibc)
+    else:  # a lock without hashes has no pylock.toml: pip picks and fetches the files
+        for entry in pins:
+            present = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+            if entry.url:
+                wanted.append(_Wanted("pip", entry.name, entry.version, entry.url,
+                                      out / (entry.filename or f"{entry.name}-{entry.version}.whl"),
+                                      entry.sha256[0] if entry.sha256 else None))
+            elif not present or (entry.sha256 and sha256_file(present[0]) not in entry.sha256):
+                to_download.append(entry)
+    fetched = _fetch_all(wanted, progress)
     if conda:
         import asyncio
 
@@ -176,33 +306,27 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
         for subdir in ("noarch", platform):  # a channel needs both subdirs' repodata
             (out / LOCAL_CHANNEL / subdir).mkdir(parents=True, exist_ok=True)
         asyncio.run(index_fs(out / LOCAL_CHANNEL, force=True))
+    if pylock is None:
+        fetched += _pip_fetched(pins, to_download, out, lock, platform=platform, python=python, glibc=glibc,
+                                progress=progress)
+    return fetched
 
-    pins = [e for e in entries if e.manager == "pip"]
-    direct = [e for e in pins if e.url]
-    to_download = []
-    for entry in pins:
-        present = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
-        if entry in direct:
-            target = out / (entry.filename or f"{entry.name}-{entry.version}.whl")
-            new = _fetch_url(entry.url, target, entry.sha256[0] if entry.sha256 else None, None, progress)
-            fetched.append(Fetched("pip", entry.name, entry.version, target, entry.sha256[0] if entry.sha256 else None, new))
-        elif present and (not entry.sha256 or sha256_file(present[0]) in entry.sha256):
-            fetched.append(Fetched("pip", entry.name, entry.version, present[0], sha256_file(present[0]), False))
-        else:
-            to_download.append(entry)
+
+def _pip_fetched(pins: list[LockedFile], to_download: list[LockedFile], out: Path, lock: LockInput, *,
+                 platform: str, python: str, glibc: str, progress) -> list[Fetched]:
+    """The pins of a lock without pylock.toml: those already there, then `pip download` of
+    the rest, each file checked against the lock's sha256 where it has one."""
     if to_download:
-        task = progress.task(f"downloading {len(to_download)} wheel(s) with pip", unit="files") if progress else None
-        _pip_download(to_download, out, platform=platform, python=python, glibc=glibc, index_urls=index_urls_of(lock))
-        if task:
-            task.update(len(to_download))
-            task.done()
-        for entry in to_download:
-            found = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
-            if not found:
-                raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version}")
-            digest = sha256_file(found[0])
-            if entry.sha256 and digest not in entry.sha256:
-                raise EnvironmentProblem(f"{found[0].name} does not match the lock's sha256",
-                                         hint="the index serves another file under this name; re-lock")
-            fetched.append(Fetched("pip", entry.name, entry.version, found[0], digest, True))
+        _pip_download(to_download, out, platform=platform, python=python, glibc=glibc,
+                      index_urls=index_urls_of(lock), progress=progress)
+    fetched = []
+    for entry in (e for e in pins if not e.url):
+        found = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+        if not found:
+            raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version}")
+        digest = sha256_file(found[0])
+        if entry.sha256 and digest not in entry.sha256:
+            raise EnvironmentProblem(f"{found[0].name} does not match the lock's sha256",
+                                     hint="the index serves another file under this name; re-lock")
+        fetched.append(Fetched("pip", entry.name, entry.version, found[0], digest, entry in to_download))
     return fetched

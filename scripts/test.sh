@@ -4,16 +4,29 @@
 # (scripts/services.sh), run pytest, and stop what was started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase says when it starts, every 10 s while it runs, and how long it took; the
+# seconds count from here, in services.sh's lines too.
+export PHASES_START=$EPOCHSECONDS
+PHASES_NAME=test.sh
+# shellcheck source=scripts/phases.sh
+. scripts/phases.sh
+mkdir -p .services
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+phase "installing envbuild and its test tools (pip)" .services/pip-install.log \
+  python3 -m pip install --disable-pip-version-check --progress-bar off -e '.[test]'
 # Bytecode for envbuild once: the tests start hundreds of `envbuild` processes, and where
 # PYTHONDONTWRITEBYTECODE is set each of them would compile every module it imports again.
-python3 -m compileall -q envbuild > /dev/null
+phase "compiling envbuild's bytecode" .services/compileall.log python3 -m compileall -q envbuild
 
+say "starting the test services"
 ./scripts/services.sh up
 trap './scripts/services.sh down' EXIT
 # services.sh writes the addresses the tests need (registries, base image names).
 set -a; . .services/env; set +a
 
 export ENVBUILD_REQUIRE_SERVICES=1
-python3 -m pytest "$@"
+say "running pytest"
+rc=0
+python3 -m pytest "$@" || rc=$?
+say "pytest exited with $rc"
+exit "$rc"

@@ -68,23 +68,29 @@ ARCHIVE_PACKAGES = [
 ]
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = 1700000000
-    info.mode = 0o644
+    info.mode = mode
     tar.addfile(info, io.BytesIO(data))
+
+
+PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"  # conda-build's prefix placeholder
 
 
 def build_package(folder: Path, name: str, version: str, build: str, subdir: str,
                   depends: list[str], constrains: list[str], files: dict[str, str] | None = None,
-                  links: dict[str, str] | None = None) -> Path:
+                  links: dict[str, str] | None = None, scripts: dict[str, str] | None = None) -> Path:
     """A `.tar.bz2` conda package holding info/index.json, info/paths.json, info/files and
-    one file, share/envbuild-test/<name>.txt, plus `files` (prefix-relative path -> text)
-    and `links` (prefix-relative path -> symlink target)."""
+    one file, share/envbuild-test/<name>.txt, plus `files` (prefix-relative path -> text),
+    `links` (prefix-relative path -> symlink target) and `scripts` (prefix-relative path ->
+    executable text holding PLACEHOLDER, which the installer replaces with the prefix, as
+    conda-build records for entry points)."""
     arch, platform = ARCH[subdir]
     payload_path = f"share/envbuild-test/{name}.txt"
-    contents = {payload_path: f"{name} {version} {build}\n", **(files or {})}
+    scripts = scripts or {}
+    contents = {payload_path: f"{name} {version} {build}\n", **(files or {}), **scripts}
     links = links or {}
     index = {"name": name, "version": version, "build": build, "build_number": 0, "depends": depends,
              "constrains": constrains, "subdir": subdir, "arch": arch, "platform": platform,
@@ -92,7 +98,9 @@ def build_package(folder: Path, name: str, version: str, build: str, subdir: str
     if subdir == "noarch":
         index["noarch"] = "generic"
     entries = [{"_path": path, "path_type": "hardlink", "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                "size_in_bytes": len(text.encode())} for path, text in contents.items()]
+                "size_in_bytes": len(text.encode()),
+                **({"prefix_placeholder": PLACEHOLDER, "file_mode": "text"} if path in scripts else {})}
+               for path, text in contents.items()]
     entries += [{"_path": path, "path_type": "softlink"} for path in links]
     paths = {"paths": sorted(entries, key=lambda e: e["_path"]), "paths_version": 1}
     target = folder / subdir / f"{name}-{version}-{build}.tar.bz2"
@@ -102,7 +110,7 @@ def build_package(folder: Path, name: str, version: str, build: str, subdir: str
         _add(tar, "info/paths.json", json.dumps(paths, indent=2).encode())
         _add(tar, "info/files", "".join(f"{p}\n" for p in sorted([*contents, *links])).encode())
         for path, text in sorted(contents.items()):
-            _add(tar, path, text.encode())
+            _add(tar, path, text.encode(), 0o755 if path in scripts else 0o644)
         for path, link_target in sorted(links.items()):
             info = tarfile.TarInfo(path)
             info.type, info.linkname, info.mtime, info.mode = tarfile.SYMTYPE, link_target, 1700000000, 0o777
@@ -145,6 +153,12 @@ PYTORCH_CU124_PACKAGES = [
     ("pytorch-mutex", "1.0", "cpu", "noarch", [], []),
     ("cuda-version", "12.4", "h3060b56_3", "noarch", [], ["__cuda >=12", "cudatoolkit 12.4|12.4.*"]),
 ]
+
+# A package with an entry point whose shebang is the prefix placeholder, as conda-build
+# writes console scripts: installed, the script must name the environment's python.
+TORCH_CHECK = ("torch-check", "1.0", "0", "linux-64", ["python >=3.11,<3.12.0a0", "pytorch 2.4.1"], [], None, None,
+               {"bin/torch-check": f"#!{PLACEHOLDER}/bin/python3\n"
+                                   "import sys, torch\nprint(torch.__version__, torch.version.cuda, sys.prefix)\n"})
 
 
 async def archive_channel(folder: Path, packages=ARCHIVE_PACKAGES) -> Path:

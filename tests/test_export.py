@@ -117,17 +117,22 @@ def test_coiled_calls_bind_to_the_installed_coiled_signatures(tmp_path):
         inspect.signature(coiled.create_software_environment).bind(name="x", containerr=IMAGE)
 
 
-@pytest.mark.parametrize("target, accelerator", [("l4-flyte", "nvidia-l4"), ("a100-mig", "nvidia-a100-80gb")])
-def test_flyte_task_is_constructed_by_flytekit(tmp_path, target, accelerator):
-    _, out = _export(tmp_path, "flyte", "--fleet", FLEET, "--target", target)
-    source = out.rename(out.with_suffix(".py"))
-    spec = importlib.util.spec_from_file_location("envbuild_flyte_job", source)
+def flyte_module(source: Path, name: str = "envbuild_flyte_job"):
+    """The generated Flyte module, run as an import would run it (flytekit constructs the task)."""
+    spec = importlib.util.spec_from_file_location(name, source)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # flytekit names a task by its module, as an import would
     try:
         spec.loader.exec_module(module)
     finally:
         sys.modules.pop(spec.name, None)
+    return module
+
+
+@pytest.mark.parametrize("target, accelerator", [("l4-flyte", "nvidia-l4"), ("a100-mig", "nvidia-a100-80gb")])
+def test_flyte_task_is_constructed_by_flytekit(tmp_path, target, accelerator):
+    _, out = _export(tmp_path, "flyte", "--fleet", FLEET, "--target", target)
+    module = flyte_module(out.rename(out.with_suffix(".py")))
     task = getattr(module, f"envbuild_{target.replace('-', '_')}")
     assert task.container_image == IMAGE
     assert task.resources.requests.gpu == "1"

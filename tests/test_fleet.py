@@ -17,7 +17,7 @@ from envbuild.cli import main
 from envbuild.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.validate import TARGET_KEYS
-from envbuild.targets import KINDS, module
+from envbuild.targets import COMMON_KEYS, KINDS, module
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = ROOT / "tests" / "data" / "fleets" / "fleet.yaml"
@@ -60,7 +60,8 @@ def test_schema_keys_match_the_validator_and_the_target_modules():
     assert set(kinds) == set(KINDS)
     for kind, sub in kinds.items():
         mod = module(kind)
-        assert set(sub["properties"]) - {"kind"} == set(mod.KEYS), kind
+        assert set(sub["properties"]) - {"kind", *COMMON_KEYS} == set(mod.KEYS), kind
+        assert set(COMMON_KEYS) <= set(sub["properties"]), kind
         assert set(sub["required"]) - {"kind"} == set(mod.REQUIRED), kind
 
 

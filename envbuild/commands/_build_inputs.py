@@ -30,17 +30,23 @@ def resolve_spec(args):
     """The spec and its resolution (pipeline.resolve: a conflict raises Unresolved, which
     the CLI prints like `envbuild resolve` does, exit 1). Bad flags fail before any work."""
     from envbuild import pipeline
-    from envbuild.errors import UserError
     from envbuild.commands._spec import spec_from_args
+
+    check_build_flags(args)
+    spec = spec_from_args(args, for_image=True)  # these commands build (or fill the wheels of) an image
+    resolution = pipeline.resolve(spec)
+    say_unchecked(resolution)
+    return spec, resolution
+
+
+def check_build_flags(args) -> None:
+    """--registry-mirror, --wheelhouse (or their variables) and --lock-dir, before any work."""
+    from envbuild.errors import UserError
 
     check_build_inputs(args)
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
-    spec = spec_from_args(args, for_image=True)  # these commands build (or fill the wheels of) an image
-    resolution = pipeline.resolve(spec)
-    say_unchecked(resolution)
-    return spec, resolution
 
 
 def say_unchecked(resolution) -> None:

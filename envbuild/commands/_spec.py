@@ -35,10 +35,10 @@ def host_target() -> tuple[str | None, list[str]]:
     from envbuild.hostinfo import detect
 
     host = detect(require_driver=True, check_docker=False)
-    return getattr(host, "driver", None), [_gpu_text(g) for g in getattr(host, "gpus", None) or ()]
+    return getattr(host, "driver", None), [gpu_text(g) for g in getattr(host, "gpus", None) or ()]
 
 
-def _gpu_text(gpu: Any) -> str:
+def gpu_text(gpu: Any) -> str:
     """A detected GPU as the spec names it: the name nvidia-smi printed when the GPU matrix
     knows it (keeps facts such as data-center class), else its compute capability."""
     if isinstance(gpu, (tuple, list)):  # (name, compute capability or None)

@@ -10,14 +10,22 @@ def configure(parser) -> None:
     from envbuild.spec.cli_args import add_spec_arguments
     from envbuild.targets import KINDS
 
-    parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}")
+    from envbuild.ci import CI_KINDS
+
+    parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}; or a CI pipeline that builds "
+                        f"and verifies a fleet's images: {', '.join(CI_KINDS)}")
     add_spec_arguments(parser)
     group = parser.add_argument_group("job")
     group.add_argument("--image", metavar="REF", help="image to run (default: the content tag `envbuild image` "
                        "gives the spec, pinned by digest when the registry has it)")
     group.add_argument("--repository", metavar="REGISTRY/NAME", help="with no --image: where `envbuild image` pushes (default: image.repository in the spec)")
     group.add_argument("--fleet", metavar="FLEET.yaml", help="fleet file the --target is read from")
-    group.add_argument("--target", metavar="NAME", help="target in the fleet: its GPU, MIG profile and scheduler settings")
+    group.add_argument("--target", action="append", default=[], metavar="NAME",
+                       help="target in the fleet: its GPU, MIG profile and scheduler settings (repeatable; "
+                            "default: every target, one job definition each)")
+    group.add_argument("--manifest", metavar="FILE",
+                       help="with --fleet: each target runs its own image by digest, as `envbuild image --fleet` "
+                            "wrote them in FILE (fleet-images.json)")
     group.add_argument("--name", metavar="NAME", help="job name (default: envbuild-<target> or envbuild-job)")
     group.add_argument("--command", metavar="CMD", help="the workload, run after the probe (default: the probe alone)")
     group.add_argument("--gpus", metavar="N", help="GPUs per job (default: resources.gpus in the spec, else 1)")
@@ -26,7 +34,9 @@ def configure(parser) -> None:
     group.add_argument("--mem", default="16G", metavar="SIZE", help="host memory: 16G, 512M, or a number of GiB (default 16G)")
     group.add_argument("--static", action="store_true", help="the probe runs only its checks that need no GPU (dry runs on GPU-less nodes)")
     group.add_argument("--force", action="store_true", help="write the job even when the stack does not resolve on the target")
-    group.add_argument("-o", "--output", metavar="FILE", help="write the definition to FILE (default: stdout)")
+    group.add_argument("-o", "--output", metavar="FILE",
+                       help="write the definition to FILE (default: stdout); for several targets, a folder "
+                            "that gets one file per target")
     group.add_argument("--json", action="store_true", help="print {verdict, kind, image, target, file, definition} as JSON (schema/export.schema.json)")
     add_build_arguments(parser)
 
@@ -36,15 +46,23 @@ def run(args) -> int:
     import sys
 
     from envbuild import atomic, fields, say
+    from envbuild.ci import CI_KINDS
     from envbuild.commands._build_inputs import check_build_inputs
     from envbuild.errors import UserError
     from envbuild.targets import module
     from envbuild.targets.job import Job
 
+    if args.kind in CI_KINDS:
+        from envbuild.commands._export_ci import run_ci
+
+        return run_ci(args)
     mod = module(args.kind, "KIND")
     check_build_inputs(args)
-    if args.target and not args.fleet:
-        raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
+    for flag, on in (("--target", args.target), ("--manifest", args.manifest)):
+        if on and not args.fleet:
+            raise UserError(f"{flag} needs --fleet", where=flag, hint="pass --fleet FLEET.yaml")
+    if args.manifest and args.image:
+        raise UserError("give --image or --manifest, not both", where="--manifest", hint="the manifest names each target's image")
     # every flag checked here, by the same validators as the spec's and the fleet's fields
     gpus = fields.gpu_count(args.gpus, "--gpus") if args.gpus is not None else None
     time_limit_s = fields.slurm_time(args.time, "--time")
@@ -57,17 +75,6 @@ def run(args) -> int:
     if args.repository is not None:
         fields.image_ref(args.repository, "--repository", tag=False, what="repository")
     target = None
-    if args.fleet:
-        from envbuild.fleet import load_fleet
-
-        fleet = load_fleet(args.fleet)
-        if not args.target and len(fleet.targets) > 1:
-            raise UserError("the fleet has several targets", where="--fleet", hint=f"name one with --target: {', '.join(fleet.names())}")
-        target = fleet.select([args.target] if args.target else None)[0]
-        if target.kind != args.kind:  # the GPU still comes from the target; its scheduler keys do not apply
-            from dataclasses import replace
-
-            target = replace(target, scheduler={"kind": args.kind})
     spec = None
     if args.spec is None:
         from envbuild.spec.cli_args import discover_spec
@@ -77,6 +84,17 @@ def run(args) -> int:
         from envbuild.commands._spec import spec_from_args
 
         spec = spec_from_args(args, for_image=True)  # the job runs an image
+    if args.fleet:
+        from envbuild.fleet import load_fleet
+
+        fleet = load_fleet(args.fleet)
+        targets = fleet.select(args.target)
+        if len(targets) > 1 or args.manifest:  # one job definition per target, each with its own image
+            from envbuild.commands._export_fleet import run_per_target
+
+            settings = dict(gpus=gpus, time_limit_s=time_limit_s, memory_mib=memory_mib, command=command)
+            return run_per_target(args, mod, fleet, targets, spec, settings)
+        target = _for_kind(targets[0], args.kind)
     judged = None  # the stack on the target: (verdict, what was not checked or does not run there)
     if target is not None and spec is not None and not args.image:
         judged = _judge_target(spec, target, args)  # before building the image reference (a lock, a context)
@@ -106,9 +124,19 @@ def run(args) -> int:
     return 0
 
 
-def _judge_target(spec, target, args) -> tuple[str, list, list]:
+def _for_kind(target, kind: str):
+    """The target with its scheduler settings as a `kind` job takes them (the GPU always
+    comes from the target; another kind's keys do not apply, unless `kind` adopts them)."""
+    from dataclasses import replace
+
+    from envbuild.targets import scheduler_for
+
+    return target if target.kind == kind else replace(target, scheduler=scheduler_for(target.scheduler, kind))
+
+
+def _judge_target(spec, target, args, image: str | None = None) -> tuple[str, list, list]:
     """The stack's verdict on the target (the spec, else the labels of an image envbuild
-    built), with its unchecked links and conflicts as `resolve --json` gives them. A
+    built: `image`, else --image), with its unchecked links and conflicts as `resolve --json` gives them. A
     conflict, or under --strict a link not checked or a stack not judged, writes nothing
     (exit 1) unless --force. A stack that could not be judged is unverified: every link of
     it is unchecked there, and a warning says why."""
@@ -119,8 +147,9 @@ def _judge_target(spec, target, args) -> tuple[str, list, list]:
     from envbuild.model import LINKS, to_jsonable
 
     why = "no spec and no image to read one from"
-    if spec is None and args.image:
-        spec, why = image_spec(args.image, target.platform)
+    image = image or args.image  # `image`: the target's own, from a fleet manifest
+    if spec is None and image:
+        spec, why = image_spec(image, target.platform)
     if spec is None:
         if args.strict and not args.force:
             raise Refused(f"target {target.name}: the stack was not judged: {why}; nothing was written "

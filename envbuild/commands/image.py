@@ -28,10 +28,26 @@ def configure(parser) -> None:
                        help="live progress on a terminal, plain lines in CI (default: auto)")
     group.add_argument("--json", action="store_true",
                        help="print the outcome as one JSON object (schema/image.schema.json)")
+    fleet = parser.add_argument_group(
+        "fleet (the fewest images that serve every target of a fleet file; docs/fleets.md)")
+    fleet.add_argument("--fleet", metavar="FLEET.yaml", help="plan and build the images this fleet's targets need")
+    fleet.add_argument("--target", action="append", default=[], metavar="NAME",
+                       help="with --fleet: only these targets (repeatable)")
+    fleet.add_argument("--plan", action="store_true",
+                       help="print the plan (each image's stack, content tag and targets) and build nothing")
+    fleet.add_argument("--plan-item", type=int, metavar="N", help="build only image N of the plan (1 = the first)")
+    fleet.add_argument("--jobs", type=int, metavar="N", help="build at most N images at once (default 1)")
+    fleet.add_argument("--manifest", metavar="FILE",
+                       help="write target -> image reference and digest here (default: fleet-images.json)")
     add_build_arguments(parser)
 
 
 def run(args) -> int:
+    if args.fleet or args.target or args.plan or args.plan_item is not None or args.jobs is not None \
+            or args.manifest:
+        from envbuild.commands._image_fleet import run_fleet
+
+        return run_fleet(args)
     import sys
     import tempfile
     from pathlib import Path

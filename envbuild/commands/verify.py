@@ -8,7 +8,8 @@ HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, 
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE", help="image reference, e.g. 127.0.0.1:5555/team/train:tag")
+    parser.add_argument("image", metavar="IMAGE", nargs="?",
+                        help="image reference, e.g. 127.0.0.1:5555/team/train:tag (or --manifest: each target's own)")
     parser.add_argument("--gpus", default="all", metavar="all|N|IDS",
                         help="GPUs to give the container: all (default), a count, or indices/UUIDs like 0,1")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -28,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     fleet.add_argument("--workdir", default="envbuild-verify", metavar="DIR",
                        help="where job scripts and outputs go; on a cluster, a folder the nodes share (default ./envbuild-verify)")
     fleet.add_argument("--kube-context", metavar="NAME", help="submit k8s targets with this kubeconfig context (default: the current one)")
+    fleet.add_argument("--manifest", metavar="FILE",
+                       help="each target runs its own image, as `envbuild image --fleet` wrote them in FILE "
+                            "(fleet-images.json); without --fleet, the one --target's image is verified on this host")
     fleet.add_argument("--force", action="store_true",
                        help="run the probe on targets where the stack (--expect SPEC, else the image's labels) does not resolve")
     fleet.add_argument("--strict", action="store_true",
@@ -35,6 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from envbuild.errors import UserError
     from envbuild.verify import run_verify
     from envbuild.verify.junit import write_junit
     from envbuild.verify.summary import summary_text
@@ -42,9 +47,16 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from envbuild import html
 
-        html.check_target(args.html, inputs=(args.fleet, args.expect), others=(args.json, args.junit))
-    if args.fleet or args.target:
+        html.check_target(args.html, inputs=(args.fleet, args.expect, args.manifest), others=(args.json, args.junit))
+    if args.manifest and args.image:
+        raise UserError("give IMAGE or --manifest, not both", where="--manifest",
+                        hint="the manifest names each target's image")
+    if args.fleet or (args.target and not args.manifest):
         return _run_fleet(args)
+    if args.manifest:
+        args.image = _image_from_manifest(args)
+    if not args.image:
+        raise UserError("no image to verify", where="verify", hint="name the IMAGE, or --manifest FILE --target NAME")
 
     import sys
 
@@ -91,11 +103,21 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
     if not args.fleet:
         raise UserError("--target needs --fleet", where="--target", hint="pass --fleet FLEET.yaml")
-    fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
-    targets = load_fleet(args.fleet).select(args.target)
-    skipped, verdicts, unchecked = _judge_targets(args, targets)
-    report = verify_fleet(args.image, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
+    fleet = load_fleet(args.fleet)
+    targets = fleet.select(args.target)
+    if args.manifest:  # each target's own image, checked against the fleet as it is now
+        from envbuild.fleet.manifest import images_for
+
+        images = {name: e.image for name, e in images_for(args.manifest, targets, fleet.targets).items()}
+    elif args.image:
+        images = fields.image_ref(args.image, "IMAGE")  # it reaches every target's job definition
+    else:
+        raise UserError("no image to verify", where="--fleet", hint="name the IMAGE, or --manifest fleet-images.json")
+    skipped, verdicts, unchecked = _judge_targets(args, targets, images)
+    report = verify_fleet(images, targets, Path(args.workdir), static=args.static, timeout=args.timeout,
                           kube_context=args.kube_context, skipped=skipped, verdicts=verdicts, unchecked=unchecked)
+    if args.manifest:
+        report["manifest"] = args.manifest
     _answer(args, report, lambda: summary_text(report))
     if args.junit:
         write_junit(args.junit, report)
@@ -107,33 +129,58 @@ def _run_fleet(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
-def _judge_targets(args: argparse.Namespace, targets) -> tuple[dict[str, str], dict[str, str], dict[str, list]]:
+def _image_from_manifest(args: argparse.Namespace) -> str:
+    """The image of the one --target in the manifest, verified here, on this host's GPUs (a
+    CI runner that carries the target's GPU)."""
+    from envbuild import fields
+    from envbuild.errors import UserError
+    from envbuild.fleet.manifest import read
+
+    if len(args.target) != 1:
+        raise UserError("--manifest without --fleet verifies one target on this host", where="--manifest",
+                        hint="name it with --target NAME, or pass --fleet FLEET.yaml to run every target's job")
+    name = fields.dns_label(args.target[0], "--target", "target name")
+    entries = read(args.manifest)
+    if name not in entries:
+        raise UserError(f"target {name} is not in the manifest", where=args.manifest,
+                        hint=f"targets there: {', '.join(entries) or 'none'}")
+    return entries[name].image
+
+
+def _judge_targets(args: argparse.Namespace, targets, images) -> tuple[dict[str, str], dict[str, str], dict[str, list]]:
     """(target -> why it is not run, target -> the stack's verdict there, target -> the links
-    not checked there, as `resolve --json` lists them): the stack is
-    --expect SPEC, else the one the image's labels record. A target where it conflicts
-    (or, with --strict, is unverified) is not run, unless --force."""
+    not checked there, as `resolve --json` lists them): the stack is --expect SPEC, else the
+    one the labels of the image the target runs record (`images`: one image, or target name
+    -> its own, from a manifest). A target where it conflicts (or, with --strict, is
+    unverified) is not run, unless --force."""
     from envbuild import say
     from envbuild.commands._spec import load_spec
     from envbuild.fleet.judge import image_spec, judge
     from envbuild.image_facts import read
     from envbuild.model import to_jsonable
 
-    if args.expect:
-        spec, why = load_spec(args.expect, for_image=True), ""
-    else:
-        spec, why = image_spec(args.image, targets[0].platform if targets else "linux-64")
-    if spec is None:
-        say.warning(f"the targets were not judged before running: {why}")
-        return {}, {}, {}
-    judged = judge(spec, targets, read_base=read)
-    skipped = {}
-    for name, j in judged.items():
-        if j.refused(args.strict or spec.strict) and not args.force:
-            why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
-            skipped[name] = f"the stack {why} on this target: {j.reason}"
-            say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
-        elif j.verdict != "ok":
-            say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
+    image_of = images.get if isinstance(images, dict) else (lambda name: images)
+    groups: dict[str, list] = {}  # the targets of each image, judged by that image's stack
+    for t in targets:
+        groups.setdefault("" if args.expect else image_of(t.name), []).append(t)
+    judged, skipped = {}, {}
+    for image, members in groups.items():
+        if args.expect:
+            spec, why = load_spec(args.expect, for_image=True), ""
+        else:
+            spec, why = image_spec(image, members[0].platform)
+        if spec is None:
+            say.warning(f"the targets were not judged before running: {why}" if len(groups) == 1 else
+                        f"targets {', '.join(t.name for t in members)} were not judged before running: {why}")
+            continue
+        for name, j in judge(spec, tuple(members), read_base=read).items():
+            judged[name] = j
+            if j.refused(args.strict or spec.strict) and not args.force:
+                why = "does not run" if j.verdict == "conflict" else "could not be checked (--strict)"
+                skipped[name] = f"the stack {why} on this target: {j.reason}"
+                say.warning(f"{name}: not run: {skipped[name]} (--force runs it anyway)")
+            elif j.verdict != "ok":
+                say.warning(f"{name}: the stack is {j.verdict} there: {j.reason}")
     return (skipped, {name: j.verdict for name, j in judged.items()},
             {name: to_jsonable(j.resolution.unchecked) for name, j in judged.items()})
 

@@ -240,11 +240,25 @@ def main(argv: list[str]) -> None:
         install_conda(plan, context, wheelhouse)
     elif len(argv) == 2:
         install_layer(plan, context, os.path.abspath(argv[1]), wheelhouse)
-        print(f"envbuild-install: layer {os.path.basename(argv[1])} ready", flush=True)
+        root = os.path.join(context, "root")
+        print(f"envbuild-install: layer ready in {root} ({prefix_size(root)} bytes)", flush=True)
         return
     else:
         make_venv(plan, context, wheelhouse)
-    print(f"envbuild-install: environment ready in {plan['prefix']}", flush=True)
+    print(f"envbuild-install: environment ready in {plan['prefix']} ({prefix_size(plan['prefix'])} bytes)", flush=True)
+
+
+def prefix_size(prefix: str) -> int:
+    """Bytes in the prefix, or a layer's root (links not followed): what the final stage's
+    COPY --from copies, so the build's progress can say how much that silent step moves."""
+    total = 0
+    for folder, _dirs, files in os.walk(prefix):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
 
 
 if __name__ == "__main__":

@@ -87,10 +87,13 @@ class FleetResolution:
 
 
 def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool = True,
-                  read_base=None) -> FleetResolution:
+                  read_base=None, resolves: "Resolves | None" = None,
+                  peers: tuple[Target, ...] | None = None) -> FleetResolution:
     """`joint_fixes=False` leaves the joint conflicts without fixes (the text report shows
     none: it shows each target's own conflicts with theirs). `read_base` reads a base image
-    outside the catalog, as for `envbuild.resolver.resolve`."""
+    outside the catalog, as for `envbuild.resolver.resolve`. `resolves` shares the memo of
+    earlier calls for the same spec (a plan asks about one fleet with several stacks);
+    `peers` are the targets a memory conflict's fix may name (default: `targets`)."""
     import gc
 
     # The resolves of a large fleet make a few hundred thousand small objects that live
@@ -99,57 +102,72 @@ def resolve_fleet(spec: Spec, targets: tuple[Target, ...], *, joint_fixes: bool 
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _resolve_fleet(spec, targets, joint_fixes, read_base)
+        resolves = resolves or Resolves(spec, read_base)
+        return _resolve_fleet(spec, targets, joint_fixes, resolves, peers or targets)
     finally:
         if enabled:
             gc.enable()
 
 
-def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, read_base) -> FleetResolution:
-    from envbuild import matrix
-    from envbuild.resolver import resolve
+class Resolves:
+    """The resolver's answers for one spec's fleet, one per distinct (pins, driver, GPU
+    class, platform): targets that differ only in the GPU's name (L4 and L40S are both
+    8.9) get the same answer."""
 
-    from envbuild.matrix.lookup import find_gpu
-    from envbuild.resolver.named_base import with_named_base
+    def __init__(self, spec: Spec, read_base=None):
+        from envbuild import matrix
+        from envbuild.resolver.named_base import with_named_base
 
-    m = with_named_base(matrix.load(), spec, read=read_base)  # the spec's own base image, read once for all targets
-    memo: dict[Any, Resolution] = {}
+        self.m = with_named_base(matrix.load(), spec, read=read_base)  # the spec's own base image, read once
+        self.memo: dict[Any, Resolution] = {}
+        self.classes: dict[str, tuple] = {}
+        self.names: dict[str, str] = {}  # the name the resolver writes for a GPU: its matrix row's
+        self.resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for
 
-    classes: dict[str, tuple] = {}
-    names: dict[str, str] = {}  # the name the resolver writes for a GPU: its matrix row's
-
-    def gpu_class(gpu: str) -> tuple:
+    def gpu_class(self, gpu: str) -> tuple:
         # what the resolver's verdicts and sentences read from a GPU: its compute capability
         # and the platforms it can be in, with what it is part of (a GH200 is an H100 that
         # only an Arm host carries; the sentence on Tegra K1's host does not fit Jetson
         # TK1's); once per name, as the joint request and every target ask. Whether it is
         # a data-center GPU is only in the resolved stack's GPU record, which the fleet's
         # report does not show, so a T4 and an RTX 2080 share one resolve.
-        found = classes.get(gpu)
+        from envbuild.matrix.lookup import find_gpu
+
+        found = self.classes.get(gpu)
         if found is None:
-            row = find_gpu(m, gpu)
-            names[gpu] = row.name if row else gpu
-            found = classes[gpu] = (row.compute_capability, row.host_platforms, row.host) if row else (gpu, None)
+            row = find_gpu(self.m, gpu)
+            self.names[gpu] = row.name if row else gpu
+            found = self.classes[gpu] = (row.compute_capability, row.host_platforms, row.host) if row else (gpu, None)
         return found
 
-    resolved_for: dict[Any, str | None] = {}  # memo key -> the one GPU its resolution was made for
-
-    def cached(rest: Spec, driver: str | None, gpus: tuple[str, ...], make, fixes: bool = True,
+    def cached(self, rest: Spec, driver: str | None, gpus: tuple[str, ...], make, fixes: bool = True,
                joint: bool = False) -> Resolution:
-        # one resolve per distinct (pins, driver, GPU class, platform): targets that differ only
-        # in the GPU's name (L4 and L40S are both 8.9) get the same answer. `rest` is the spec
-        # without its GPUs and driver, the same for every target of a platform; `make()`
-        # writes the whole spec, only when it is resolved.
-        key = (rest, driver, tuple(gpu_class(g) for g in gpus), fixes, joint)
-        found = memo.get(key)
+        """`rest` is the spec without its GPUs and driver, the same for every target of a
+        platform; `make()` writes the whole spec, only when it is resolved."""
+        from envbuild.resolver import resolve
+
+        key = (rest, driver, tuple(self.gpu_class(g) for g in gpus), fixes, joint)
+        found = self.memo.get(key)
         if found is None:
-            found = memo[key] = resolve(make(), m, fixes=fixes, joint=joint)
-            resolved_for[key] = gpus[0] if len(gpus) == 1 else None
-        elif resolved_for[key] is not None and names[resolved_for[key]] != names[gpus[0]]:
+            found = self.memo[key] = resolve(make(), self.m, fixes=fixes, joint=joint)
+            self.resolved_for[key] = gpus[0] if len(gpus) == 1 else None
+        elif self.resolved_for[key] is not None and self.names[self.resolved_for[key]] != self.names[gpus[0]]:
             # the class's answer speaks of the GPU it was resolved for: name this target's
-            found = _renamed(found, names[resolved_for[key]], names[gpus[0]])
+            found = _renamed(found, self.names[self.resolved_for[key]], self.names[gpus[0]])
         return found
 
+
+def resolve_joint(spec: Spec, group: tuple[Target, ...], resolves: Resolves) -> Resolution:
+    """The joint resolution of `group` alone (one platform): `spec` over the union of their
+    GPUs with their oldest driver, without fixes, from the shared memo."""
+    joint_spec = _joint_spec(spec, list(group))
+    return resolves.cached(_without_target(joint_spec), joint_spec.driver, joint_spec.gpus, lambda: joint_spec,
+                           False, joint=True)
+
+
+def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, resolves: Resolves,
+                   peers: tuple[Target, ...]) -> FleetResolution:
+    m, cached = resolves.m, resolves.cached
     joints, results = [], []
     for platform in dict.fromkeys(t.platform for t in targets):
         group = [t for t in targets if t.platform == platform]
@@ -165,7 +183,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, r
             if joint.conflicts and not res.conflicts:
                 r.alone_choice = _choice(res)
             r.conflicts += _mig_conflicts(m, t, res)
-            r.conflicts += _memory_conflicts(m, spec, t, targets)
+            r.conflicts += _memory_conflicts(m, spec, t, peers)
             if t.gpu_memory_gib is None and spec.gpu_memory_gib:
                 r.warnings.append(Warning("gpu_memory_unknown", f"{t.name}: GPU memory unknown (add gpu_memory to the target); "
                                           f"{fmt_gib(spec.gpu_memory_gib)} not checked"))

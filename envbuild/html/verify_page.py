@@ -36,7 +36,8 @@ def render_fleet(data: dict[str, Any]) -> str:
     counts = ", ".join(f"{summary.get(k, 0)} {w}" for k, w in (("pass", "passed"), ("fail", "failed"),
                                                                 ("not_run", "not run by envbuild")))
     probe = "only the checks that need no GPU" if data.get("mode") == "static" else "every check"
-    body = [h("header", {}, h("h1", {}, "Verify on a fleet: ", h("span", {"class": "mono"}, data.get("image"))),
+    image = data.get("image") or f"each target's own image ({data.get('manifest')})"
+    body = [h("header", {}, h("h1", {}, "Verify on a fleet: ", h("span", {"class": "mono"}, image)),
               h("div", {"class": "verdict"}, kv([("verdict", badge(verdict)), ("targets", counts),
                                                   ("probe", f"{data.get('mode')} ({probe})"),
                                                   ("time", f"{data.get('elapsed_s')} s")])))]
@@ -44,7 +45,8 @@ def render_fleet(data: dict[str, Any]) -> str:
     body.append(section("Targets", _overview(targets), statuses, id="targets"))
     for i, t in enumerate(targets):
         probe = t.get("probe") or {}
-        where = [("status", badge(t.get("status"))), ("GPU", t.get("gpu")), ("scheduler", t.get("kind")),
+        where = [("status", badge(t.get("status"))), ("GPU", t.get("gpu")),
+                 ("image", h("code", {}, t.get("image")) if not data.get("image") else None), ("scheduler", t.get("kind")),
                  ("job", " ".join(str(x) for x in (t.get("scheduler_job"), t.get("state")) if x) or None),
                  ("job definition", h("code", {}, t.get("definition")) if t.get("definition") else None), *_ran_on(probe)]
         parts = [h("h2", {}, "Target ", h("span", {"class": "mono"}, t.get("name"))), kv(where)]
@@ -53,7 +55,7 @@ def render_fleet(data: dict[str, Any]) -> str:
                       h("h3", {}, "Checks"), _checks(t["checks"])]
         body.append(h("section", {"class": "target", "id": f"target-{i}"}, parts))
     body.append(section("Legend", legend(_LEGEND, _LABELS), id="legend"))
-    return document(f"envbuild verify --fleet: {data.get('image')}", body, made_from="envbuild verify --fleet --json")
+    return document(f"envbuild verify --fleet: {image}", body, made_from="envbuild verify --fleet --json")
 
 
 # --- parts ---------------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 Progress: each step with its number and the elapsed time; on a terminal the step's
 latest log line is shown in place, in CI (no TTY) the log lines are printed as they come.
+A step that prints nothing (the `COPY --from` of the environment prefix, which for a
+multi-GB prefix takes minutes) is followed by how long it has run (`Progress.follow`),
+with the size of the prefix it copies as the installer reported it.
 The image is built untagged; the caller tags it only after it built (and verified), so a
 failure never moves a tag.
 """
@@ -12,9 +15,11 @@ from collections import deque
 from pathlib import Path
 
 from envbuild.errors import UserError
-from envbuild.progress import Progress  # noqa: F401 - `envbuild.image.build.Progress` stays importable
+from envbuild.progress import Progress, human_bytes  # Progress: `envbuild.image.build.Progress` stays importable
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
+# the in-image installer's last line: how many bytes the final stage's COPY --from will copy
+READY = re.compile(r"^envbuild-install: environment ready in \S+ \((\d+) bytes\)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the classic builder colours a step's stderr red
 TAIL_LINES = 15
 
@@ -34,12 +39,17 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
     step, total, command = 0, 0, ""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     image_id = None
+    prefix_bytes = None  # the environment's size, once the installer has said it
     archive, size = _context_archive(context, progress)
     try:
         upload = _Upload(archive, size, progress.task("sending the build context", total=size))
         stream = client.api.build(fileobj=upload, custom_context=True, rm=True, forcerm=True, decode=True,
                                   platform=_docker_platform(platform), labels=labels)
-        for item in stream:
+        def running() -> str:  # what a silent step is called while it runs
+            copying = f" ({human_bytes(prefix_bytes)} to copy)" if prefix_bytes and "--from=" in command else ""
+            return f"[{step}/{total}] {_short(command, 60)}{copying}"
+
+        for item in progress.follow(stream, running):
             upload.finish()
             if "error" in item:
                 progress.done()
@@ -59,6 +69,10 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
                     progress.line(f"[{step}/{total}] {progress.elapsed()}  {_short(command)}")
                 elif line.startswith("Successfully built "):
                     image_id = image_id or line.split()[-1]
+                elif READY.match(line):
+                    prefix_bytes = int(READY.match(line)[1])
+                    tail.append(line)
+                    progress.log(line)
                 elif line.strip() and not line.startswith(" ---> ") and not line.startswith("Removing intermediate"):
                     tail.append(line)
                     progress.log(line)

@@ -68,13 +68,25 @@ def _say(progress, text: str) -> None:
 
 def _in_registry(ref: str) -> bool | None:
     """True/False when the registry answered, None when it could not be asked."""
+    try:
+        return _digest_or_raise(ref) is not None
+    except (EnvironmentProblem, UserError):
+        return None
+
+
+def _registry_digest(ref: str) -> str | None:
+    """The digest of `ref` in its registry; None when it has none or could not be asked."""
+    try:
+        return _digest_or_raise(ref)
+    except (EnvironmentProblem, UserError):
+        return None
+
+
+def _digest_or_raise(ref: str) -> str | None:
     from envbuild.dockerfile.reference import parse
     from envbuild.registry import manifest_digest
 
-    try:
-        return manifest_digest(parse(ref), timeout=3) is not None
-    except (EnvironmentProblem, UserError):
-        return None
+    return manifest_digest(parse(ref), timeout=3)
 
 
 def _registry_sizes(result: ImageResult, platform: str) -> None:
@@ -172,6 +184,13 @@ def push(result: ImageResult, options: ImageOptions, *, progress, platform: str)
 
         result.pushed_digest = manifest_digest(parse(result.ref))
         names = list(options.extra_tags)
+    elif result.cached == "local" and options.check_registry:
+        # found here by its content tag: pushed before when the registry has that tag too
+        # (the same tag is the same inputs), so only the extra tags go up
+        digest = _registry_digest(result.ref)
+        if digest:
+            result.pushed_digest = digest
+            names = list(options.extra_tags)
     uploaded: set[str] = set()
     for name in names:
         _say(progress, f"pushing {repository}:{name}")

@@ -75,14 +75,15 @@ def by_platform(resolution: Resolution, chosen: tuple[str, ...],
 def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.PathLike[str]" = ".",
          *, index_url: str | None = None, extra_index_urls: tuple[str, ...] = (), pip_timeout: float = 10.0,
          allow_unhashed: bool = False, platform_resolutions: "Mapping[str, Resolution] | None" = None,
-         read_base=None) -> LockResult:
+         read_base=None, glibc: str | None = None) -> LockResult:
     """Solve and write the lockfiles. `resolution` is the spec's own; every other platform
     locked needs its resolution in `platform_resolutions`. Raises LockConflict when the
     stack cannot be locked (a resolution with conflicts is refused the same way), UserError
     for bad input and EnvironmentProblem when an index or channel cannot be read. A pip
     lock without hashes is refused unless `allow_unhashed`. `read_base(ref)` reads what a
     base image the local engine holds carries (`envbuild.image_facts.read_local`), for a
-    pip environment over it."""
+    pip environment over it. `glibc`: the target's C library when it is known directly
+    (`envbuild env`: this host's), instead of from the base image's OS."""
     from envbuild.lock import conda_lockfile, folder
     from envbuild.lock.metadata import custom_metadata
     from envbuild.lock.request import build_requests, needs_conda, needs_pip
@@ -109,14 +110,14 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
         raise UserError("exists and is not a folder", where=str(out), hint="name a folder for the lockfiles")
     requests, solved = [], {}
     if any(needs_conda(spec, r) for r in resolutions.values()):
-        requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,))]
+        requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,), glibc)]
         solved = solve(requests)
     pip_locks, over_base = [], None
     released: dict = {}  # platform -> the CUDA wheels not held to the resolved release, and why
     if any(needs_pip(spec, r) for r in resolutions.values()):
         pip_locks, over_base = pip_lock_files(spec, resolutions, chosen, index_url, extra_index_urls,
                                               timeout=pip_timeout, allow_unhashed=allow_unhashed, read_base=read_base,
-                                              released=released)
+                                              released=released, glibc=glibc)
 
     if not requests and not pip_locks:
         raise UserError("nothing to lock: the spec has no conda or pip packages", where=spec.source or "spec")
@@ -168,13 +169,14 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
 
 def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple[str, ...], index_url: str | None,
                    extra_index_urls: tuple[str, ...], *, timeout: float, allow_unhashed: bool, read_base=None,
-                   released: dict | None = None):
+                   released: dict | None = None, glibc: str | None = None):
     """([(platform, its position among the chosen, PipLock)] for each platform with pip
     requirements, each from its own resolution, its CUDA wheels held to the resolved CUDA
     release wherever the requirements allow (`released` gets, per platform, those that
     moved); and for the first platform's pip environment, a venv over its base image's
     Python, the split of its pins between what the base provides and what the image
-    installs (lock.base_packages), else None)."""
+    installs (lock.base_packages), else None). `glibc`: the target's C library when known
+    directly (a host)."""
     from envbuild.lock import pip_lock  # the installer and network modules: only for a pip lock
     from envbuild.lock.pip_config import read_pip_settings
 
@@ -184,7 +186,7 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
     found, over_base = [], None
     for i, platform in enumerate(chosen):
         own = resolutions[platform]
-        request = pip_lock.build_pip_request(spec, own, platform, index_url, settings, extra_index_urls)
+        request = pip_lock.build_pip_request(spec, own, platform, index_url, settings, extra_index_urls, glibc)
         if request is None:
             continue
 
@@ -195,7 +197,8 @@ def pip_lock_files(spec: Spec, resolutions: dict[str, Resolution], chosen: tuple
                 released[platform] = moved
             return locked
 
-        if not found and own.resolved.installer == "pip":  # a venv over the base image's own Python
+        if not found and own.resolved.installer == "pip" and own.resolved.base_image is not None:
+            # a venv over the base image's own Python (a host's environment has no base image)
             from envbuild.lock import base_packages
 
             locked, over_base = base_packages.lock_over_base(own, request, timeout=timeout,

@@ -20,7 +20,6 @@ it holds the lock, no other run can be using one).
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -321,26 +320,16 @@ def _can_swap(folder: Path) -> bool:
         return False
 
 
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
 def _exchange(stage: Path, folder: Path) -> bool:
     """Swap the two folders atomically; False when this kernel or filesystem cannot."""
-    import ctypes
+    from envbuild.atomic import exchange
 
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if renameat2 is None:
-        return False
     os.chmod(stage, os.stat(folder).st_mode & 0o7777)
     fault_step("exchange")
-    if renameat2(_AT_FDCWD, os.fsencode(stage), _AT_FDCWD, os.fsencode(folder), _RENAME_EXCHANGE) == 0:
+    if exchange(stage, folder):
         fault_step("exchanged")
         return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
-        return False
-    raise OSError(code, os.strerror(code), str(folder))
+    return False
 
 
 def _commit(stage: Path, folder: Path) -> None:

@@ -41,14 +41,19 @@ async def _records(lock_path: Path, platform: str):
     return records
 
 
-def install(lock_path, prefix, platform: str = "linux-64", cache_dir=None) -> list[str]:
-    """Install the lock's packages for `platform` into `prefix`; returns `name=version=build`."""
+def install(lock_path, prefix, platform: str = "linux-64", cache_dir=None, *, alternative_target_prefix=None,
+            reporter=None) -> list[str]:
+    """Install the lock's packages for `platform` into `prefix`; returns `name=version=build`.
+    `alternative_target_prefix`: the path the environment will have once moved there (the
+    path patched into its files). `reporter`: py-rattler's InstallerReporter callbacks."""
     import rattler
 
     async def run():
         records = await _records(Path(lock_path), platform)
         await rattler.install(records, target_prefix=str(prefix), cache_dir=cache_dir,
-                              platform=rattler.Subdir(platform), show_progress=False, execute_link_scripts=False)
+                              platform=rattler.Subdir(platform), show_progress=False, execute_link_scripts=False,
+                              alternative_target_prefix=None if alternative_target_prefix is None
+                              else str(alternative_target_prefix), reporter=reporter)
         return [f"{r.name.normalized}={r.version}={r.build}" for r in records]
 
     return loop.run(run())

@@ -61,6 +61,12 @@ def _busy_workers() -> int:
     return busy
 
 
+def settle() -> None:
+    """Wait until rattler's worker threads are idle: after an install that raised, its other
+    tasks may still be writing into the prefix for a moment."""
+    _settle()
+
+
 def _settle() -> None:
     time.sleep(SETTLE_MIN_S)
     deadline = time.monotonic() + SETTLE_MAX_S

@@ -117,11 +117,13 @@ def check_index_url(url: str, where: str = "--index-url") -> str:
 
 
 def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_url: str | None,
-                      settings: PipSettings | None = None, extra_index_urls: tuple[str, ...] = ()) -> PipRequest | None:
+                      settings: PipSettings | None = None, extra_index_urls: tuple[str, ...] = (),
+                      glibc: str | None = None) -> PipRequest | None:
     """What uv is asked for `platform` (whose own resolution `resolution` is): the resolved
     framework wheels and the spec's pip packages, from the base index (`index_url`, else
     PyPI), the framework's variant index and `extra_index_urls`; None when there is no pip
-    requirement. pip's configuration (`settings`) adds no index, only credentials for these."""
+    requirement. pip's configuration (`settings`) adds no index, only credentials for these.
+    `glibc`: the target's C library when known directly (a host), else the base image OS's."""
     settings = settings or PipSettings()
     stack = resolution.resolved
     requirements: list[str] = []
@@ -154,7 +156,7 @@ def build_pip_request(spec: Spec, resolution: Resolution, platform: str, index_u
     return PipRequest(
         platform=platform,
         python=".".join(stack.python.split(".")[:2]),
-        glibc=glibc_for(stack.base_image.os if stack.base_image else None),
+        glibc=glibc or glibc_for(stack.base_image.os if stack.base_image else None),
         requirements=tuple(requirements),
         index_url=with_credentials(base, settings),
         extra_index_urls=tuple(with_credentials(u, settings) for u in extra if u != base),

@@ -70,7 +70,8 @@ def needs_pip(spec: Spec, resolution: Resolution) -> bool:
     return bool(spec.pip_packages or any(f.installer == "pip" for f in resolution.resolved.frameworks))
 
 
-def build_requests(spec: Spec, resolution: Resolution, platforms: tuple[str, ...]) -> list[SolveRequest]:
+def build_requests(spec: Spec, resolution: Resolution, platforms: tuple[str, ...],
+                   glibc: str | None = None) -> list[SolveRequest]:
     stack = resolution.resolved
     base_dir = Path(spec.source).resolve().parent if spec.source else Path.cwd()
     channels = stack.channels or spec.channels
@@ -101,7 +102,7 @@ def build_requests(spec: Spec, resolution: Resolution, platforms: tuple[str, ...
             channels=urls,
             specs=tuple(specs),
             constraints=tuple(constraints),
-            virtual_packages=target_virtual_packages(stack, platform),
+            virtual_packages=target_virtual_packages(stack, platform, glibc),
             gpu_frameworks=gpu,
             cuda=stack.cuda if gpu else None,
         )

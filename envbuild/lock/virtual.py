@@ -65,7 +65,8 @@ def cuda_for(stack: ResolvedStack) -> str | None:
     return stack.driver_cuda or stack.max_driver_cuda or stack.cuda
 
 
-def target_virtual_packages(stack: ResolvedStack, platform: str) -> tuple[VirtualPackage, ...]:
+def target_virtual_packages(stack: ResolvedStack, platform: str, glibc: str | None = None) -> tuple[VirtualPackage, ...]:
+    """`glibc`: the target's C library when known directly (a host), else the base image OS's."""
     m = _targets()
     archspec = {row.platform: row.archspec for row in m.target_archspec}
     arch = archspec.get(platform)
@@ -78,7 +79,7 @@ def target_virtual_packages(stack: ResolvedStack, platform: str) -> tuple[Virtua
     packages = [
         VirtualPackage("__unix", "0"),
         VirtualPackage("__linux", m.target_defaults[0].linux),
-        VirtualPackage("__glibc", glibc_for(os_label)),
+        VirtualPackage("__glibc", glibc or glibc_for(os_label)),
         VirtualPackage("__archspec", "1", arch),
     ]
     cuda = cuda_for(stack)

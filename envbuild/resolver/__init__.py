@@ -52,38 +52,45 @@ class Analysis:
     warnings: list[Problem] = field(default_factory=list)  # soft: unknown facts (unchecked links) among them
     stack: ResolvedStack | None = None
     joint: bool = False  # a fleet's joint request: see `resolve`
+    image: bool = True  # False: the environment is installed on a host, not built on a base image
     image_problems: bool = False  # a host request whose image build would meet problems
     version_moves: dict = field(default_factory=dict, repr=False)  # fixes.py: framework -> its version moves
     verified: dict = field(default_factory=dict, repr=False)  # fixes.py: a candidate's resolution and analysis
 
 
-def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None) -> Resolution:
+def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = False, read_base=None,
+            image: bool = True) -> Resolution:
     """Resolve `spec` against `matrices` (default: the bundled matrices). `fixes=False`
     skips the search for verified fixes, for a caller that shows none. `joint=True`: the
     spec is a fleet's joint request, the union of GPUs that sit on different hosts with
     their oldest driver; whether each host's driver drives its GPU is left to the targets.
     `read_base(ref, platform)` reads what a base image outside the catalog carries
-    (`envbuild.image_facts.read`); without it only the facts the spec states are known."""
+    (`envbuild.image_facts.read`); without it only the facts the spec states are known.
+    `image=False`: the environment is installed on a host (`envbuild env`), so no base
+    image is chosen and nothing is bound to an image's Python."""
     if matrices is None:
         from envbuild import matrix
 
         matrices = matrix.load()
-    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint)
+    return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint,
+                    image=image)
 
 
-def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_note: bool = True) -> Resolution:
+def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_note: bool = True,
+             image: bool = True) -> Resolution:
     """`image_note=False`: without the host request's note on its image build (a fix search
-    asks only whether a candidate resolves)."""
+    asks only whether a candidate resolves). `image=False`: see `resolve`."""
     matrices = with_named_base(matrices, spec)  # a fix that names another base image
     ix = index(matrices)
-    a = analyse(spec, ix, joint)
+    a = analyse(spec, ix, joint, image)
     conflicts = []
     for p in a.problems:
         fixes = ()
         if with_fixes:
             from envbuild.resolver.fixes import fixes_for
 
-            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, False, joint, image_note=False)))
+            fixes = tuple(fixes_for(spec, p, a, lambda s: _resolve(s, matrices, False, joint, image_note=False,
+                                                                          image=image)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
     soft = _dedupe(a.warnings)
     unchecked = tuple(Unchecked(tuple(p.hints.get("links", ())), p.message, tuple(p.hints.get("nearest", ())))
@@ -118,20 +125,20 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
-    a = _analyse(spec, ix, joint)
+def analyse(spec: Spec, ix: Index, joint: bool = False, image: bool = True) -> Analysis:
+    a = _analyse(spec, ix, joint, image)
     # In an image, a pip venv runs the base image's python3. When the newest builds need a
     # Python that no fitting image has, the newest builds for a Python an image does have win.
     retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
     if retry is not None and not spec.python and spec.image_build:
         for py in retry.hints["base_pythons"]:
-            again = _analyse(spec.with_changes({"python": py}), ix, joint)
+            again = _analyse(spec.with_changes({"python": py}), ix, joint, image)
             if not again.problems:
                 return again
     return a
 
 
-def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
+def _analyse(spec: Spec, ix: Index, joint: bool = False, image: bool = True) -> Analysis:
     req = read_request(spec, ix)
     # A GPU on the wrong platform makes every build's own verdict moot: it is the one
     # conflict, so the builds are only selected (for the warnings about which rows judged
@@ -139,7 +146,7 @@ def _analyse(spec: Spec, ix: Index, joint: bool = False) -> Analysis:
     moot = host_platform_problems(req)
     family_check = base_image.family_filter(req, ix) if spec.image_build else None
     outcomes = [evaluate(name, c, local, req, ix, family_check, judge=not moot) for name, c, local in req.frameworks]
-    a = Analysis(req, ix, outcomes, joint=joint)
+    a = Analysis(req, ix, outcomes, joint=joint, image=image)
     for o in outcomes:
         a.problems += o.problems
         a.warnings += [p for p in (o.unknown, o.stand_in) if p is not None]
@@ -329,8 +336,8 @@ def _complete(a: Analysis, choice: Choice) -> None:
     python = choice.python or req.python or DEFAULT_PYTHON
     cuda = _env_cuda(req, builds, ix)
     a.warnings += _minor_compat_notes(req, ix, builds)
-    image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer)
-    if not req.spec.image_build:
+    image, problems = base_image.choose(req, ix, builds, cuda, python, choice.installer) if a.image else (None, [])
+    if a.image and not req.spec.image_build:
         # On a host the environment runs the Python of the frameworks' own builds; whether an
         # image of it could be built is asked again as an image request (`_image_build_note`).
         # The base is kept where an image build takes it for this very stack (its python3 is

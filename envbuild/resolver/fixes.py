@@ -54,7 +54,7 @@ def _verify(spec: Spec, p: Problem, description: str, changes: dict, analysis, r
     from envbuild.resolver import analyse
 
     try:
-        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix, analysis.joint))
+        second = _once(analysis, "analysis", fixed, lambda s: analyse(s, analysis.ix, analysis.joint, analysis.image))
     except Exception:  # noqa: BLE001
         return None
     if not second.problems:

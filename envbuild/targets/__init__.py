@@ -12,6 +12,8 @@ and, for kinds that `envbuild verify --fleet` can submit to,
     submit(jobs, workdir, progress) -> {target name: probe report dict}
                     (progress: an envbuild.progress.Progress; `status` for the polled
                     state, `line` for a milestone)
+and, for kinds that can run on another kind's targets,
+    adopt(scheduler) -> the settings of this kind taken from another kind's scheduler
 A new scheduler is one new module here plus its name in KINDS.
 """
 from __future__ import annotations
@@ -20,9 +22,16 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
+from envbuild import fields
 from envbuild.errors import UserError
 
 KINDS = ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte")
+# Keys every kind takes: how the CI pipelines `envbuild export github-actions|gitlab-ci`
+# writes reach a runner with the target's GPU.
+COMMON_KEYS = {
+    "runner_labels": (fields.runner_labels, "labels (GitHub Actions) or tags (GitLab CI) of the self-hosted CI "
+                                            "runners with this target's GPU, e.g. [self-hosted, gpu-a100]"),
+}
 
 
 def module(kind: str, where: str = "kind") -> ModuleType:
@@ -47,10 +56,11 @@ def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) 
     for key, value in config.items():
         if key == "kind":
             continue
-        if key not in mod.KEYS:
-            known = ", ".join(mod.KEYS) or "none"
+        keys = {**mod.KEYS, **COMMON_KEYS}
+        if key not in keys:
+            known = ", ".join(keys)
             raise UserError(f"unknown key {str(key)[:60]!r} for a {kind} scheduler", where=where(key), hint=f"known keys: {known}")
-        check, _ = mod.KEYS[key]
+        check, _ = keys[key]
         checked[key] = check(value, where(key))
     missing = [k for k in getattr(mod, "REQUIRED", ()) if k not in config]
     if missing:
@@ -59,3 +69,13 @@ def check_scheduler(config: dict[str, Any], where: Callable[[str | None], str]) 
         mod.check(checked, where)
     return checked
 
+
+def scheduler_for(scheduler: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A target's scheduler settings as a job of `kind` takes them: its own when it is of
+    that kind; else what `kind` adopts from it (a module's optional `adopt(scheduler)`,
+    e.g. a Metaflow step on a Kubernetes target runs under @kubernetes in its namespace);
+    else none, as each kind's keys mean nothing to another."""
+    if scheduler.get("kind") == kind:
+        return dict(scheduler)
+    adopt = getattr(module(kind), "adopt", None)
+    return {"kind": kind, **(adopt(scheduler) if adopt else {})}

@@ -1,6 +1,7 @@
 """Metaflow: a flow module whose step runs in the image on a GPU, through `@batch` or
-`@kubernetes` (`scheduler.compute`), with `@resources` stating the same needs so that a
-`--with` override elsewhere keeps them.
+`@kubernetes` (`scheduler.compute`; for a fleet's Kubernetes or Batch target, what that
+target is), with `@resources` stating the same needs so that a `--with` override
+elsewhere keeps them.
 
 Every value is written as a Python literal (repr of a checked str or int); the only names
 the module defines are the flow class, made of the job name, and its steps."""
@@ -22,6 +23,17 @@ KEYS = {
 REQUIRED: tuple[str, ...] = ()
 # the names the module imports or defines besides the flow class
 MODULE_NAMES = ("subprocess", "FlowSpec", "resources", "step", *COMPUTE)
+
+
+def adopt(scheduler: dict) -> dict:
+    """A step for a target that another scheduler runs: @kubernetes in its namespace on a
+    Kubernetes target, @batch on its job queue on an AWS Batch one (the values were
+    checked when the fleet was read)."""
+    if scheduler.get("kind") == "k8s":
+        return {"compute": "kubernetes", **({"namespace": scheduler["namespace"]} if scheduler.get("namespace") else {})}
+    if scheduler.get("kind") == "batch":
+        return {"compute": "batch", **({"queue": scheduler["job_queue"]} if scheduler.get("job_queue") else {})}
+    return {}
 
 
 def flow_class(job: Job, where: str = "--name") -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from envbuild.fleet import Target
 from envbuild.progress import Progress
@@ -24,14 +24,17 @@ def job_for(image: str, target: Target, *, static: bool) -> Job:
                gpus=1, static_probe=static)
 
 
-def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
+def verify_fleet(image: str | Mapping[str, str], targets: tuple[Target, ...], workdir: Path, *, static: bool = False,
                  timeout: float = 900, kube_context: str | None = None, progress=None,
                  skipped: dict[str, str] | None = None, verdicts: dict[str, str] | None = None,
                  unchecked: dict[str, list] | None = None) -> dict[str, Any]:
-    """`skipped`: target name -> why it is not run (the stack's conflict there). `verdicts`:
-    target name -> the stack's verdict there (ok, unverified, conflict), and `unchecked`:
-    target name -> the links not checked there (as `resolve --json` lists them), for the report."""
+    """`image`: the one image every target runs, or each target's own (target name ->
+    image, from a fleet manifest). `skipped`: target name -> why it is not run (the stack's
+    conflict there). `verdicts`: target name -> the stack's verdict there (ok, unverified,
+    conflict), and `unchecked`: target name -> the links not checked there (as `resolve
+    --json` lists them), for the report."""
     progress = progress or Progress(sys.stderr)
+    image_of = (lambda t: image[t.name]) if isinstance(image, Mapping) else (lambda t: image)
     skipped = skipped or {}
     verdicts, unchecked = verdicts or {}, unchecked or {}
     workdir.mkdir(parents=True, exist_ok=True)
@@ -40,7 +43,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     by_kind: dict[str, list[Job]] = {}
     for t in targets:
         if t.name not in skipped:
-            by_kind.setdefault(t.kind, []).append(job_for(image, t, static=static))
+            by_kind.setdefault(t.kind, []).append(job_for(image_of(t), t, static=static))
     for kind, jobs in by_kind.items():
         mod = module(kind)
         if hasattr(mod, "submit"):
@@ -58,7 +61,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     progress.done()
     entries = []
     for t in targets:
-        job = job_for(image, t, static=static)
+        job = job_for(image_of(t), t, static=static)
         r = results.get(job.name, {})
         probe = r.get("probe")
         checks = list(probe.get("checks", [])) if probe else []
@@ -75,7 +78,7 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
             checks = [{"name": "scheduler.job", "status": "fail", "required": True,
                        "details": f"the job ended {r.get('state', 'without a report')} and printed no probe report",
                        "cause": (r.get("tail") or "").strip()[-500:] or None, "fix": f"read {r.get('output')}"}]
-        entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "status": status,
+        entries.append({"name": t.name, "kind": t.kind, "gpu": t.describe_gpu(), "image": job.image, "status": status,
                         "resolve_verdict": verdicts.get(t.name), "resolve_unchecked": unchecked.get(t.name, []),
                         "not_run_reason": reason,
                         "scheduler_job": r.get("scheduler_job"), "state": r.get("state"),
@@ -84,7 +87,8 @@ def verify_fleet(image: str, targets: tuple[Target, ...], workdir: Path, *, stat
     ok = all(e["status"] == "pass" for e in entries)
     # pass: every target passed; fail: one failed; not_run: none failed, but not every one ran
     verdict = "pass" if ok else "fail" if any(e["status"] == "fail" for e in entries) else "not_run"
-    return {"verdict": verdict, "image": image, "ok": ok, "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
+    return {"verdict": verdict, "image": None if isinstance(image, Mapping) else image, "ok": ok,
+            "mode": "static" if static else "full", "elapsed_s": round(time.monotonic() - start, 2),
             "summary": {s: sum(e["status"] == s for e in entries) for s in ("pass", "fail", "not_run")},
             "targets": entries}
 
