@@ -138,8 +138,9 @@ def context_facts(resolution: Resolution) -> MatrixFacts:
     floor = next((r.floor_linux for r in m.minor_compat if r.major == major and r.floor_linux), None)
     modes = dict.fromkeys(row.installer for row in m.installer_pythons)
     pythons = tuple((mode, installer_python_min(m, mode).python_min) for mode in modes)
+    layers = tuple((row.layer, row.packages) for row in m.image_layers)
     return MatrixFacts(image_python=family.image_python, dockerfile_comment=family.dockerfile_comment,
-                       driver_floor=floor, installer_python=pythons)
+                       driver_floor=floor, installer_python=pythons, layers=layers)
 
 
 def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
@@ -270,7 +271,7 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
                 make.tag(result, options, progress=progress, start=start)
             if options.push:
                 with engine.answering("the push", afterwards=make.PUSH_AFTERWARDS):
-                    make.push(result, options, progress=progress)
+                    make.push(result, options, progress=progress, platform=platform)
         result.seconds = time.monotonic() - start
         return result
     finally:

@@ -404,8 +404,8 @@ def test_push_progress_of_many_small_files_stays_within_the_total(tmp_path, dock
     repository = f"{registry}/{TEST_NAMESPACE}/small-files"
     docker_client.images.build(path=str(tmp_path), tag=f"{repository}:t", rm=True)
     out = io.StringIO()
-    digest = push(docker_client, repository, "t", progress=Progress(out, terminal=False, quiet=False))
-    assert digest.startswith("sha256:")
+    pushed = push(docker_client, repository, "t", progress=Progress(out, terminal=False, quiet=False))
+    assert pushed.digest.startswith("sha256:")
     amounts = re.findall(r"\(([\d.]+) (\w+) of ([\d.]+) (\w+),", out.getvalue())
     assert amounts, out.getvalue()
     for done, unit, total, total_unit in amounts:

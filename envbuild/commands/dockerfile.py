@@ -42,6 +42,8 @@ def run(args) -> int:
                                    wheelhouse=args.wheelhouse, force=args.force)
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
         packages = locked.base_summary(lockfiles.read_lock_dir(lock_dir, args.platform or resolution.resolved.platform))
+    if packages is not None:
+        packages["layers"] = list(context.pip_layers)
     if args.json:
         from envbuild.jsonout import emit
 

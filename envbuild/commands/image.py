@@ -91,6 +91,10 @@ def run(args) -> int:
 
         emit(image_json(result, repository, resolution))
         return 0
+    from envbuild.image.sizes import summary
+
+    for line in summary(result):  # on stderr with the progress: stdout stays the reference alone
+        progress.line(line)
     print(result.ref)
     if result.pushed_digest:
         print(f"{repository}@{result.pushed_digest}")
@@ -113,7 +117,10 @@ def image_json(result, repository: str, resolution) -> dict:
         "cached": result.cached,
         "pushed": result.pushed_digest is not None,
         "base": {"reference": result.base_ref, "digest": result.base_digest},
-        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes},
+        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes,
+                  "base_bytes": result.base_bytes, "added_bytes": result.added_bytes,
+                  "compressed_bytes": result.compressed_bytes, "pushed_bytes": result.pushed_bytes,
+                  "layers": [layer.to_json() for layer in result.layers]},
         "verification": {"verdict": "pass" if verification["ok"] else "fail", **verification}
         if verification else {"verdict": "not_run"},
         "spec_hash": resolution.spec.hash(),

@@ -132,6 +132,23 @@ def light_inspect(ref: str) -> dict | None:
     return body if status == 200 and isinstance(body, dict) else None
 
 
+def light_history(ref: str) -> list[dict] | None:
+    """The engine's history of image `ref`, newest step first (`CreatedBy`, `Size` of the
+    layer it made); None when it has no such image. Falls back to the SDK."""
+    import urllib.parse
+
+    answer = light_get(f"/images/{urllib.parse.quote(ref, safe='')}/history")
+    if answer is None:
+        import docker
+
+        try:
+            return connect().api.history(ref)
+        except docker.errors.ImageNotFound:
+            return None
+    status, body = answer
+    return body if status == 200 and isinstance(body, list) else None
+
+
 def local_image_id(client, ref: str) -> str | None:
     import docker
 

@@ -49,6 +49,17 @@ class ImageResult:
     verification: dict | None = None  # verify's report summary when --verify ran
     labels: dict = field(default_factory=dict)  # labels added at build time (created, revision...)
     done: bool = False  # nothing left to tag or push: answered from the engine's image list
+    holds: tuple[str, ...] = ()  # what each layer envbuild adds to the base holds (BuildContext.layers)
+    base_bytes: int | None = None  # the base image as the engine stores it (uncompressed)
+    layers: list = field(default_factory=list)  # sizes.LayerSize of each layer envbuild added, oldest first
+    compressed_bytes: int | None = None  # the whole image as the registry stores it, once there
+    pushed_bytes: int | None = None  # compressed bytes this push uploaded; None without --push
+
+    @property
+    def added_bytes(self) -> int | None:
+        """What envbuild added to the base: its layers, uncompressed."""
+        sizes = [layer.bytes for layer in self.layers]
+        return sum(sizes) if sizes and None not in sizes else None
 
 
 def _say(progress, text: str) -> None:
@@ -78,6 +89,18 @@ def _digest_or_raise(ref: str) -> str | None:
     return manifest_digest(parse(ref), timeout=3)
 
 
+def _registry_sizes(result: ImageResult, platform: str) -> None:
+    from envbuild.dockerfile.reference import parse
+    from envbuild.registry import image_manifest
+
+    try:
+        found = image_manifest(parse(result.ref), platform, timeout=5)
+    except (EnvironmentProblem, UserError):  # sizes are a report: unknown when the registry will not say
+        return
+    if found is not None:
+        measure_registry(result, found[1])
+
+
 def check_repository(repository: str) -> None:
     """A bad repository name fails before any work."""
     from envbuild.dockerfile.reference import parse
@@ -98,13 +121,14 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
     ref = f"{options.repository}:{content}"
     local = engine.light_inspect(ref)
     result = ImageResult(ref=ref, image_id=local["Id"] if local else None, cached=None,
-                         base_ref=context.base_ref, base_digest=context.base_digest)
+                         base_ref=context.base_ref, base_digest=context.base_digest, holds=context.layers)
     if local and not options.needs_image:
         # Nothing to build, tag or push: answer without loading the docker SDK.
-        result.cached, result.size_bytes, result.done = "local", local.get("Size"), True
+        result.cached, result.done = "local", True
         result.tags.append(ref)
         labels = (local.get("Config") or {}).get("Labels") or {}
         result.base_digest = labels.get("org.opencontainers.image.base.digest") or result.base_digest
+        measure(result, local)
         _say(progress, f"up to date: {ref} already exists locally; nothing to build")
         return result
     client = engine.connect()
@@ -121,6 +145,8 @@ def build(resolution: Resolution, context: BuildContext, options: ImageOptions, 
             raise EnvironmentProblem(f"{ref} is in the registry but cannot be pulled ({exc.explanation or exc})",
                                      hint="check that the registry is reachable from the Docker engine") from None
         result.image_id = engine.local_image_id(client, ref)
+    elif result.cached == "registry" and not options.push:  # its sizes are the registry's
+        _registry_sizes(result, platform)
     if result.cached:
         _say(progress, f"up to date: {ref} already exists {'locally' if result.cached == 'local' else 'in the registry'}; "
                        "nothing to build")
@@ -150,12 +176,12 @@ def tag(result: ImageResult, options: ImageOptions, *, progress, start: float) -
     for name in (content, *(() if options.push else options.extra_tags)):
         client.api.tag(result.image_id, repository, name)
         result.tags.append(f"{repository}:{name}")
-    result.size_bytes = client.api.inspect_image(result.image_id).get("Size")
+    measure(result, client.api.inspect_image(result.image_id))
     if not result.cached:
         _say(progress, f"built {result.ref} ({result.image_id[:19]}) in {time.monotonic() - start:.1f}s")
 
 
-def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
+def push(result: ImageResult, options: ImageOptions, *, progress, platform: str) -> None:
     """Push the content tag (unless the registry has it), then each extra tag: moved onto
     the image here, pushed, and put back where it was if its push fails. A push cut off
     part way so moves no tag whose push did not finish, in the registry or locally (the
@@ -178,20 +204,68 @@ def push(result: ImageResult, options: ImageOptions, *, progress) -> None:
         if digest:
             result.pushed_digest = digest
             in_registry = True
+    uploaded: set[str] = set()
     if not in_registry:
         _say(progress, f"pushing {repository}:{content}")
-        result.pushed_digest = engine_push.push(client, repository, content, progress=progress)
+        pushed = engine_push.push(client, repository, content, progress=progress)
+        result.pushed_digest = pushed.digest
+        uploaded |= pushed.uploaded
     for name in options.extra_tags:
         before = engine.local_image_id(client, f"{repository}:{name}")
         client.api.tag(result.image_id, repository, name)
         _say(progress, f"pushing {repository}:{name}")
         try:
-            result.pushed_digest = engine_push.push(client, repository, name, progress=progress)
+            pushed = engine_push.push(client, repository, name, progress=progress)
         except BaseException:
             _put_back(client, repository, name, before)
             raise
+        result.pushed_digest = pushed.digest
+        uploaded |= pushed.uploaded
         result.tags.append(f"{repository}:{name}")
     _say(progress, f"pushed {repository}@{result.pushed_digest}")
+    measure_push(result, client, repository, uploaded, platform)
+
+
+def measure(result: ImageResult, image: dict) -> None:
+    """The image's size, its base's and each added layer's, from the engine's records (the
+    image's inspect and history, the base's inspect); nothing is pulled or unpacked."""
+    from envbuild.image import engine, sizes
+
+    result.size_bytes = image.get("Size")
+    base = engine.light_inspect(result.base_ref) if result.base_ref else None
+    result.base_bytes = base.get("Size") if base else None
+    result.layers = sizes.added_layers(image, engine.light_history(image.get("Id") or result.ref), result.holds)
+
+
+def measure_push(result: ImageResult, client, repository: str, uploaded: set[str], platform: str) -> None:
+    """Each added layer's compressed size and whether this push sent it, from the pushed
+    manifest as the registry keeps it; the bytes sent."""
+    from envbuild.dockerfile.reference import parse
+    from envbuild.errors import EnvironmentProblem
+    from envbuild.image import sizes
+    from envbuild.registry import image_manifest
+
+    try:
+        found = image_manifest(parse(f"{repository}@{result.pushed_digest}"), platform)
+    except EnvironmentProblem:  # sizes are a report: a registry that will not say leaves them unknown
+        return
+    if found is None:
+        return
+    if not result.image_id:  # the registry had the content tag, and nothing here needed the image
+        measure_registry(result, found[1])
+        result.pushed_bytes = 0
+        return
+    diff_ids = (client.api.inspect_image(result.image_id).get("RootFS") or {}).get("Layers") or []
+    result.compressed_bytes, result.pushed_bytes = sizes.pushed_sizes(found[1], diff_ids, uploaded, result.layers)
+
+
+def measure_registry(result: ImageResult, manifest: dict) -> None:
+    """An image only the registry holds: its compressed size and its added layers'."""
+    from envbuild.image import sizes
+
+    result.compressed_bytes = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or ()
+                                  if isinstance(layer, dict))
+    result.layers = sizes.registry_layers(manifest, result.holds)
 
 
 def _put_back(client, repository: str, name: str, image_id: str | None) -> None:

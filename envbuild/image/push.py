@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 
 from envbuild.errors import EnvironmentProblem, UserError
 
@@ -27,12 +28,19 @@ def _registry_of(repository: str) -> str:
     return parse(repository).registry
 
 
-def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float = 1.0, progress=None) -> str:
-    """Push `repository:tag`; return the pushed manifest digest."""
+@dataclass(frozen=True)
+class Pushed:
+    digest: str  # of the pushed manifest
+    uploaded: frozenset[str]  # the layers the registry did not have, by the engine's short id (12 hex)
+
+
+def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float = 1.0, progress=None) -> Pushed:
+    """Push `repository:tag`; return the pushed manifest digest and the layers it uploaded."""
     import docker
 
     registry = _registry_of(repository)
     last_error = ""
+    uploaded = set()  # over every attempt: a layer sent before a retry is not sent again
     for attempt in range(1, attempts + 1):
         digest, error = None, None
         layers_done, layers = set(), {}  # layer id -> its progress task while it uploads
@@ -45,6 +53,8 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
                 if isinstance(aux, dict) and aux.get("Digest"):
                     digest = aux["Digest"]
                 status, layer = item.get("status", ""), item.get("id")
+                if status == "Pushed" and layer:
+                    uploaded.add(layer)
                 if not progress or not layer:
                     continue
                 detail = item.get("progressDetail") or {}
@@ -68,7 +78,7 @@ def push(client, repository: str, tag: str, *, attempts: int = 4, backoff: float
         for task in layers.values():  # uploads this attempt left unfinished: a retry starts them again
             task.done("interrupted")
         if error is None and digest:
-            return digest
+            return Pushed(digest, frozenset(uploaded))
         error = error or "the engine reported no digest"
         if mentions(error, AUTH_WORDS):
             raise EnvironmentProblem(
