@@ -8,12 +8,9 @@ FROM @{base_ref} AS install
 # keeps the base's own user.
 # hadolint ignore=DL3002,DL3066
 USER root
-@{install_python}@{base_check}COPY envbuild/ /tmp/envbuild/
-RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
-
-FROM @{base_ref}
-@{runtime_python}COPY --from=install @{prefix} @{prefix}
-COPY envbuild/image/ /opt/envbuild/
+@{install_python}@{base_check}@{install_steps}
+@{layer_stages}FROM @{base_ref}
+@{runtime_python}@{environment_copies}COPY envbuild/image/ /opt/envbuild/
 ENV PATH=@{prefix}/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \

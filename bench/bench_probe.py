@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-PROBE = Path(__file__).resolve().parent.parent / "envbuild" / "probe.py"
+PROBE = Path(__file__).resolve().parent.parent / "envbuild" / "verify" / "probe.py"
 
 
 def main() -> int:

@@ -20,12 +20,15 @@ import threading
 
 from envbuild import __version__, say
 from envbuild.completion import script
-from envbuild.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors
+from envbuild.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors, bounded, clip
 from envbuild.jsonout import emit, wanted
 from envbuild.report import render
 from envbuild.terminal import for_stream, strip_ansi
 from envbuild.urls import mask_text
 
+# No path (PATH_MAX), URL or name envbuild takes is longer; a longer argument is refused
+# before anything reads it.
+MAX_ARGUMENT_CHARS = 4096
 COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init",
             "env", "run")
 # Commands that run another command: everything after the first `--` is that command's
@@ -104,6 +107,7 @@ def _main(argv: list[str]) -> int:
         if next((word for word in before if not word.startswith("-")), None) in PASSTHROUGH:
             argv, passthrough = before, argv[argv.index("--") + 1:]
     try:
+        _check_lengths(argv)
         args = parser.parse_args(argv)
     except UserError as exc:
         return _fail(exc, json_wanted=_json_flag(argv))
@@ -138,6 +142,17 @@ def _main(argv: list[str]) -> int:
 
 def _json_flag(argv: list[str]) -> bool:
     return any(a == "--json" or a.startswith("--json=") for a in argv)
+
+
+def _check_lengths(argv: list[str]) -> None:
+    for i, arg in enumerate(argv):
+        if len(arg) > MAX_ARGUMENT_CHARS:
+            if arg.startswith("--") and "=" in arg:
+                flag = arg.split("=", 1)[0]
+            else:
+                flag = argv[i - 1] if i and argv[i - 1].startswith("-") else f"argument {i + 1}"
+            raise UserError(f"the value is {len(arg)} characters long; envbuild takes at most {MAX_ARGUMENT_CHARS}",
+                            where=clip(flag, 40), hint="check the value")
 
 
 def _fail(exc: UserError, *, json_wanted: bool) -> int:
@@ -214,10 +229,10 @@ def os_problem(exc: OSError) -> EnvironmentProblem:
 def error_json(exc: UserError) -> dict:
     kind = {2: "bad_input", 3: "environment"}.get(exc.exit_code, "failed")  # failed: a build/push/verify, exit 1
 
-    def masked(text):
-        return None if text is None else mask_text(text)
+    def masked(text):  # as the line shows it: credentials masked, over-long values clipped
+        return None if text is None else bounded(mask_text(text))
 
-    evidence = masked(strip_ansi(exc.evidence)) if exc.evidence else None
+    evidence = mask_text(strip_ansi(exc.evidence)) if exc.evidence else None  # a log tail: its lines are kept
     error = {"kind": kind, "exit_code": exc.exit_code, "line": exc.line(), "message": masked(exc.message),
              "where": masked(exc.where), "hint": masked(exc.hint), "evidence": evidence}
     if isinstance(exc, UserErrors):  # every mistake; the fields above are the first one's

@@ -1,5 +1,33 @@
 """Errors that end a command with one clear line instead of a traceback."""
+import re
+
 from envbuild.urls import mask_text
+
+SHOWN_CHARS = 200  # of one value in a message; a longer one is cut there and its length said
+_PART_CHARS = 1000  # of the message, the place or the hint as a whole
+# A value without spaces too long to show (with room for what `shown` already clipped).
+_LONG_RUN = re.compile(r"\S{%d,}" % (SHOWN_CHARS + 20))
+
+
+def clip(text: str, limit: int = SHOWN_CHARS) -> str:
+    """`text` as a message shows it: whole when short, else its first `limit` characters
+    and its length, so a 100,000-character value costs one short line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def shown(value) -> str:
+    """A value quoted for a message (as `repr` quotes it), clipped like `clip`."""
+    text = str(value)
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
+
+
+def bounded(text: str) -> str:
+    """A message part with each over-long value clipped, whatever site built it."""
+    return clip(_LONG_RUN.sub(lambda m: clip(m.group()), text), _PART_CHARS)
 
 
 class UserError(Exception):
@@ -16,12 +44,14 @@ class UserError(Exception):
         super().__init__(self.line())
 
     def line(self) -> str:
-        text = f"{self.where}: {self.message}" if self.where else self.message
+        # One short line, whatever the input held: credentials in URLs are masked (before
+        # clipping, which could cut a URL), over-long values clipped with their length,
+        # control characters shown escaped.
+        where, message = bounded(mask_text(self.where or "")), bounded(mask_text(self.message))
+        text = f"{where}: {message}" if where else message
         if self.hint:
-            text += f" ({self.hint})"
-        # One line, whatever the input held: control characters are shown escaped, and
-        # credentials in URLs are masked.
-        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in mask_text(text))
+            text += f" ({bounded(mask_text(self.hint))})"
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
     def lines(self) -> list[str]:

@@ -12,9 +12,10 @@ import platform
 import sys
 from dataclasses import dataclass, field
 
-from envbuild import matrix, probe
+from envbuild import matrix
 from envbuild.errors import EnvironmentProblem
 from envbuild.matrix.lookup import find_gpu
+from envbuild.verify.probe_api import query_gpus
 
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 
@@ -37,7 +38,7 @@ class HostInfo:
 
 def detect(require_driver: bool = True, check_docker: bool = True) -> HostInfo:
     """Raise EnvironmentProblem when there is no NVIDIA driver (unless require_driver=False)."""
-    info = probe.query_gpus()
+    info = query_gpus()
     notes = []
     if not info["ok"] and require_driver:
         raise EnvironmentProblem(

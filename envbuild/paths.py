@@ -1,9 +1,11 @@
-"""Where envbuild's bundled data lives (matrices and Dockerfile templates).
+"""Where envbuild's bundled files live: matrices, Dockerfile templates and the probe.
 
 The repository keeps `matrices/` and `Dockerfiles/` at its top level; the package
 reaches them through symlinks under `envbuild/data/`, which setuptools follows when
 it builds a wheel, so an installed envbuild carries the same files. Next to them lies
 `matrices.json`, the tables of `matrices/` compiled into one file (see `envbuild.matrix`).
+The probe is the script copied into every image and job (envbuild/verify/probe_api.py is
+what envbuild itself uses of it).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 MATRICES_DIR = DATA_DIR / "matrices"
 COMPILED_MATRICES = DATA_DIR / "matrices.json"  # the tables of MATRICES_DIR, checked and compiled (envbuild.matrix)
 DOCKERFILES_DIR = DATA_DIR / "Dockerfiles"
+PROBE_FILE = Path(__file__).resolve().parent / "verify" / "probe.py"
 
 
 @functools.lru_cache(maxsize=1)

@@ -30,19 +30,20 @@ from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
 from envbuild.dockerfile.render import MatrixFacts
 from envbuild.errors import LockRefused, Unresolved, UserError, VerifyFailed
-from envbuild.image import build as engine_build, make, tag
+from envbuild.image import build as engine_build, engine, make, tag
 from envbuild.image.credentials import check_push_access
 from envbuild.image.make import ImageOptions, ImageResult
 from envbuild.image_facts import read, read_local
 from envbuild.lock import api, base_record
 from envbuild.lock.check import check
+from envbuild.lock.folder import foreign_entries
 from envbuild.matrix.lookup import installer_python_min
 from envbuild.model import Resolution, Spec
 from envbuild.paths import MATRICES_DIR
-from envbuild.probe import facts_from_matrices, sm_of
 from envbuild.registry import manifest_digest, pin
 from envbuild.resolver import resolve as run_resolver
-from envbuild.verify import Expectations, ExpectedFramework, ProbeFacts, run_verify
+from envbuild.verify.probe_api import facts_from_matrices, sm_of
+from envbuild.verify.runner import Expectations, ExpectedFramework, ProbeFacts, run_verify
 from envbuild.verify.summary import summary_text
 
 # --- resolve ------------------------------------------------------------------------------
@@ -77,6 +78,7 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
     if lock_dir is not None:
         if lock_dir.is_dir() and not check(spec, resolution, None, lock_dir, others):
             return lock_dir
+        _refuse_foreign_lock_dir(lock_dir)
         target = lock_dir
     else:
         target = scratch / "lock"
@@ -89,6 +91,17 @@ def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: 
         reason = (str(exc).splitlines() or [""])[0]
         raise LockRefused(spec.hash(), tuple(c.message for c in exc.conflicts or ()), reason) from None
     return target
+
+
+def _refuse_foreign_lock_dir(lock_dir: Path) -> None:
+    """A --lock-dir that holds anything but a lock (a project root, /etc) is read, never
+    written: `envbuild lock -o DIR` is the one command that puts a lock among other files."""
+    foreign = foreign_entries(lock_dir)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"the lock there is missing or out of date, and the folder holds files that are no part "
+                        f"of a lock ({shown}), so envbuild does not write one there", where=f"--lock-dir {lock_dir}",
+                        hint=f"name a new folder, which envbuild creates, or run `envbuild lock -o {lock_dir}` first")
 
 
 # --- context ------------------------------------------------------------------------------
@@ -118,8 +131,9 @@ def context_facts(resolution: Resolution) -> MatrixFacts:
     floor = next((r.floor_linux for r in m.minor_compat if r.major == major and r.floor_linux), None)
     modes = dict.fromkeys(row.installer for row in m.installer_pythons)
     pythons = tuple((mode, installer_python_min(m, mode).python_min) for mode in modes)
+    layers = tuple((row.layer, row.packages) for row in m.image_layers)
     return MatrixFacts(image_python=family.image_python, dockerfile_comment=family.dockerfile_comment,
-                       driver_floor=floor, installer_python=pythons)
+                       driver_floor=floor, installer_python=pythons, layers=layers)
 
 
 def context(out: Path, resolution: Resolution, lock_dir: Path, *, platform: str | None = None,
@@ -212,14 +226,18 @@ def make_image(resolution: Resolution, lock_dir: Path, options: ImageOptions, *,
         built = context(options.keep_context or workdir / "context", resolution, lock_dir, platform=platform,
                         mirror=options.mirror, pin_digests=options.pin_digests, wheelhouse=options.wheelhouse,
                         force=options.force_context)
-        result = make.build(resolution, built, options, platform=platform, progress=progress)
+        with engine.answering("the build"):
+            result = make.build(resolution, built, options, platform=platform, progress=progress)
         if not result.done:
             if options.verify and result.image_id:  # a cache hit too: an earlier run may have skipped the gate
-                result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
-                                                  progress)
-            make.tag(result, options, progress=progress, start=start)
+                with engine.answering("verification"):
+                    result.verification = verify_gate(result.image_id, expectations(resolution, lock_dir, platform),
+                                                      progress)
+            with engine.answering("tagging"):
+                make.tag(result, options, progress=progress, start=start)
             if options.push:
-                make.push(result, options, progress=progress)
+                with engine.answering("the push", afterwards=make.PUSH_AFTERWARDS):
+                    make.push(result, options, progress=progress, platform=platform)
         result.seconds = time.monotonic() - start
         return result
     finally:

@@ -67,10 +67,12 @@ class RegistryClient:
         try:
             return self.session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
-            raise EnvironmentProblem(
-                f"cannot reach registry {self.ref.registry} ({type(exc).__name__})",
-                hint="check the network, or use --registry-mirror to pull through a reachable mirror",
-            ) from None
+            # A mirror serves pulls only: it is no help to a push, nor to the look-up before one.
+            hint = (f"check that {self.ref.registry} is up and reachable; the image is pushed there"
+                    if "push" in self.actions else
+                    "check the network, or use --registry-mirror to pull through a reachable mirror")
+            raise EnvironmentProblem(f"cannot reach registry {self.ref.registry} ({type(exc).__name__})",
+                                     hint=hint) from None
 
     def _authorize(self, response) -> bool:
         """Answer a 401 challenge; True when a retry makes sense."""
@@ -160,11 +162,12 @@ CONFIG_LIMIT = 4 << 20  # an image config is a few KiB; a bigger answer is not o
 _ARCHITECTURES = {"linux-64": "amd64", "linux-aarch64": "arm64"}
 
 
-def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float = 10.0) -> tuple[str, dict] | None:
-    """(digest of the tag's manifest, the image config of `platform`): the config blob's
-    JSON, whose `config.Env` and `config.Labels` say what the image was built with. None
-    when the registry has no such tag; EnvironmentProblem when it cannot be read."""
-    client = RegistryClient(ref, timeout=timeout)
+def image_manifest(ref: Reference, platform: str = "linux-64", *, timeout: float = 10.0,
+                   client: RegistryClient | None = None) -> tuple[str, dict] | None:
+    """(digest of the tag's manifest, the image manifest of `platform`): its `config` and
+    its `layers`, each with the digest and size of the compressed blob the registry keeps.
+    None when the registry has no such tag; EnvironmentProblem when it cannot be read."""
+    client = client or RegistryClient(ref, timeout=timeout)
     response = client.manifest("GET")
     if response.status_code == 404:
         return None
@@ -182,6 +185,18 @@ def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float =
         response = client.manifest("GET", chosen["digest"])
         _answered(response, ref)
         manifest = _json(response, ref)
+    return digest, manifest
+
+
+def image_config(ref: Reference, platform: str = "linux-64", *, timeout: float = 10.0) -> tuple[str, dict] | None:
+    """(digest of the tag's manifest, the image config of `platform`): the config blob's
+    JSON, whose `config.Env` and `config.Labels` say what the image was built with. None
+    when the registry has no such tag; EnvironmentProblem when it cannot be read."""
+    client = RegistryClient(ref, timeout=timeout)
+    found = image_manifest(ref, platform, client=client)
+    if found is None:
+        return None
+    digest, manifest = found
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     blob_digest = config.get("digest")
     if not isinstance(blob_digest, str) or not blob_digest.startswith("sha256:"):

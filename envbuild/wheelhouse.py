@@ -17,7 +17,9 @@ known, as pylock.toml states them) the total; at most a line every 10 s when pip
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -31,10 +33,11 @@ from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from envbuild import say
+from envbuild.atomic import move_aside
 from envbuild.dockerfile.context import LOCAL_CHANNEL, rattler_requirement
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput, parse_conda_lock_yml
-from envbuild.errors import EnvironmentProblem
+from envbuild.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import CONDA_LOCKFILE, PIP_LOCKFILE, pylock_name, sha256_file
 from envbuild.lock.pip_config import read_pip_settings, with_credentials
 from envbuild.lock.pip_lock import parse_pylock
@@ -50,6 +53,20 @@ class Fetched:
     path: Path
     sha256: str | None
     downloaded: bool  # False: the file was there already, with the right hash
+
+
+def set_aside(path: Path, why: str) -> None:
+    """A file in the way of a download is never replaced or deleted: moved to a free name."""
+    aside = move_aside(path)
+    say.warning(f"moved {path} ({why}) aside to {aside}")
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file, not a link (a link to /dev/zero named like a wheel is never read)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -69,7 +86,7 @@ class _Wanted:
 def _fetch_all(wanted: list[_Wanted], progress) -> list[Fetched]:
     """Fetch every file not already there with its hash, under one progress task: bytes and
     rate, and the total when every size is known."""
-    missing = [w for w in wanted if not (w.target.is_file() and w.sha256 and sha256_file(w.target) == w.sha256)]
+    missing = [w for w in wanted if not (_is_file(w.target) and w.sha256 and sha256_file(w.target) == w.sha256)]
     task = None
     if missing and progress:
         sizes = [w.size for w in missing]
@@ -106,10 +123,13 @@ def _session():
 def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, task=None) -> bool:
     """Download `url` to `target` unless a file with the right hash is there; check the hash.
     `task`: the progress task its bytes advance."""
-    if target.is_file() and sha256 and sha256_file(target) == sha256:
+    if _is_file(target) and sha256 and sha256_file(target) == sha256:
         return False
+    if os.path.lexists(target):
+        set_aside(target, "not the locked file")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.part")
+    partial.unlink(missing_ok=True)  # a link left there is removed, never written through
     parsed = urllib.parse.urlparse(url)
     try:
         if parsed.scheme == "file":
@@ -139,6 +159,15 @@ def _fetch_url(url: str, target: Path, sha256: str | None, md5: str | None, task
         raise EnvironmentProblem(f"{url} does not match the lock's md5", hint="re-lock or check the mirror")
     partial.replace(target)
     return True
+
+
+def _move_in(downloaded: Path, target: Path) -> None:
+    """Put a downloaded file at `target`; an other file there is moved aside, not replaced."""
+    if os.path.lexists(target):
+        if _is_file(target) and sha256_file(target) == sha256_file(downloaded):
+            return
+        set_aside(target, "not the downloaded file")
+    os.replace(downloaded, target)
 
 
 def _platform_args(platform: str, glibc: str) -> list[str]:
@@ -259,7 +288,17 @@ def chosen_wheels(pylock: Path, out: Path, *, platform: str, python: str, glibc:
     return wanted
 
 
+def guard(out: Path) -> None:
+    """Refuse a wheelhouse folder that cannot be one, before the lock and the downloads."""
+    where = f"-o {out}"
+    if Path(os.path.abspath(out)).resolve() == Path("/"):
+        raise UserError("the wheelhouse cannot be the filesystem root", where=where, hint="name a folder of its own")
+    if out.exists() and not out.is_dir():
+        raise UserError("exists and is not a folder", where=where, hint="name a folder for the wheels")
+
+
 def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, progress=None) -> list[Fetched]:
+    guard(out)
     out.mkdir(parents=True, exist_ok=True)
     _fetch_tools(lock, out, platform=platform, python=python, glibc=glibc)
     entries = locked_files(lock)
@@ -277,7 +316,7 @@ def fill(lock: LockInput, out: Path, *, platform: str, python: str, glibc: str, 
         wanted += chosen_wheels(pylock, out, platform=platform, python=python, glibc=glibc)
     else:  # a lock without hashes has no pylock.toml: pip picks and fetches the files
         for entry in pins:
-            present = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+            present = [w for w in out.iterdir() if _is_file(w) and wheel_matches(entry, w)]
             if entry.url:
                 wanted.append(_Wanted("pip", entry.name, entry.version, entry.url,
                                       out / (entry.filename or f"{entry.name}-{entry.version}.whl"),
@@ -304,11 +343,17 @@ def _pip_fetched(pins: list[LockedFile], to_download: list[LockedFile], out: Pat
     """The pins of a lock without pylock.toml: those already there, then `pip download` of
     the rest, each file checked against the lock's sha256 where it has one."""
     if to_download:
-        _pip_download(to_download, out, platform=platform, python=python, glibc=glibc,
-                      index_urls=index_urls_of(lock), progress=progress)
+        # Into a folder of its own first: pip deletes a file of the same name whose hash it
+        # does not expect, and that file may be the user's.
+        with tempfile.TemporaryDirectory(prefix=".envbuild-download-", dir=out) as staging:
+            _pip_download(to_download, Path(staging), platform=platform, python=python, glibc=glibc,
+                          index_urls=index_urls_of(lock), progress=progress)
+            for wheel in sorted(Path(staging).iterdir()):
+                _move_in(wheel, out / wheel.name)
     fetched = []
     for entry in (e for e in pins if not e.url):
-        found = [w for w in out.iterdir() if w.is_file() and wheel_matches(entry, w)]
+        found = [w for w in out.iterdir() if _is_file(w) and wheel_matches(entry, w)
+                 and (not entry.sha256 or sha256_file(w) in entry.sha256)]
         if not found:
             raise EnvironmentProblem(f"pip reported success but left no file for {entry.name}=={entry.version}")
         digest = sha256_file(found[0])

@@ -183,13 +183,13 @@ def simple_index(root: Path, wheels: list[Path]) -> Path:
     return root
 
 
-def build_image(client, tag: str, files: dict[str, bytes]) -> str:
+def build_image(client, tag: str, files: dict[str, bytes], **options) -> str:
     """Build `tag` with the engine's classic builder from a context of `files` (name -> bytes;
-    one of them the Dockerfile)."""
+    one of them the Dockerfile); `options` go to the SDK's build (network_mode...)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, data in files.items():
             _add(tar, name, data)
     buf.seek(0)
-    client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True)
+    client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True, **options)
     return tag

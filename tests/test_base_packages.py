@@ -144,11 +144,12 @@ def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
     validate("dockerfile", rendered)
     assert rendered["packages"]["installed"] == {"acme-app": "1.0"}
     assert rendered["packages"]["from_base"] == {"acme-core": "1.0", "acme-util": "2.0"}
-    installed = (tmp_path / "ctx" / "envbuild" / "pip.lock").read_text()
+    installed = "".join(p.read_text() for p in (tmp_path / "ctx" / "envbuild" / "layers").glob("*/requirements.lock"))
     assert "acme-app==1.0" in installed and "acme-core" not in installed and "acme-util" not in installed
     text_out = ok(envbuild("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
                            cwd=tmp_path)).stdout
-    assert "installs 1 locked packages; uses 2 from the base image (acme-core 1.0, acme-util 2.0)" in text_out
+    assert ("installs 1 locked packages in 1 layer (package-1 1); uses 2 from the base image (acme-core 1.0, "
+            "acme-util 2.0)") in text_out
 
     built = ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
                         f"{framework_base.rsplit('/', 2)[0]}/acme-app", "--progress", "plain", cwd=tmp_path))

@@ -20,7 +20,7 @@ import pytest
 import requests
 import yaml
 
-from envbuild.probe import NO_GPU
+from envbuild.verify.probe_api import NO_GPU
 from image_support import TEST_NAMESPACE
 from test_ci_output import through_pty, validate
 from lock_channels import PYTORCH_CU124_PACKAGES, archive_channel
@@ -208,12 +208,9 @@ def test_image_context_in_a_folder_with_foreign_files(pushed, tmp_path):
     assert (ctx / "Dockerfile").is_file()
     assert snapshot(ctx, skip=("Dockerfile", "envbuild", ".envbuild-outputs")) == before
 def test_cache_hit_json(pushed):
-    """`image --json`: reference, tags, cache hit, sizes, verification verdict; and fast."""
-    import time
-
-    start = time.monotonic()
+    """`image --json`: reference, tags, cache hit, sizes, verification verdict (how fast a
+    cache hit is: bench/bench_cache_hit.py)."""
     proc = ok(envbuild(*pushed["image_args"], "--json", cwd=pushed["work"]))
-    seconds = time.monotonic() - start
     data = json.loads(proc.stdout)
     validate("image", data)
     assert data["reference"] == pushed["ref"] and data["cache_hit"] is True
@@ -222,7 +219,7 @@ def test_cache_hit_json(pushed):
     else:  # an earlier test left it only in the registry: nothing is pulled for a plain cache check
         assert data["cached"] == "registry" and data["image_id"] is None
     assert data["verification"] == {"verdict": "not_run"} and data["digest"] is None
-    assert seconds < 10, seconds  # bench/bench_cache_hit.py measures it properly
+    assert "building " not in proc.stderr and "locking into" not in proc.stderr  # nothing was redone
 
 
 def test_progress_through_a_terminal_piped_and_quiet(pushed, registry):
@@ -462,10 +459,9 @@ def test_wheelhouse_fill_then_offline_build(tmp_path, registry, wheelhouse, dock
 @pytest.mark.parametrize("login", ["none", "wrong password"])
 def test_push_credentials_are_checked_before_any_work(login, user_dir, auth_registry, tmp_path):
     """A missing or refused login for the push target ends in one line, exit 3, before the
-    lock and the build: the check itself takes under 2 s after start-up (`resolve` of the
-    same spec measures start-up)."""
+    lock and the build (how long the check takes: its requests time out after 1.5 s each,
+    envbuild/image/credentials.py)."""
     import base64
-    import time
 
     work, spec = user_dir
     host, user, _password = auth_registry
@@ -475,19 +471,13 @@ def test_push_credentials_are_checked_before_any_work(login, user_dir, auth_regi
         token = base64.b64encode(f"{user}:not-the-password".encode()).decode()
         (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
     env = {**os.environ, "DOCKER_CONFIG": str(config)}
-    start = time.monotonic()
-    envbuild("resolve", spec, cwd=work, env=env)
-    startup = time.monotonic() - start
-    start = time.monotonic()
     proc = envbuild("image", spec, "--repository", f"{host}/{APP}-denied", "--push", "--json", cwd=work, env=env)
-    took = time.monotonic() - start
     assert proc.returncode == 3
     error = one_error_line(proc)
     assert f"registry {host} denied access" in error and f"docker login {host}" in error
     assert ("refused" if login != "none" else "no credentials") in error and "not-the-password" not in proc.stderr
     assert "locking into" not in proc.stderr and "building " not in proc.stderr
     assert json.loads(proc.stdout)["error"]["kind"] == "environment"
-    assert took < startup + 2, (took, startup)
 
 
 # --- the image runs the Python the lock was made for -------------------------------------------

@@ -291,7 +291,7 @@ def test_export_json_matches_its_schema(kind, tmp_path):
 
 def test_the_probe_report_matches_its_schema(tmp_path):
     for argv in (["--json", "--static"], ["--json", "--no-perf"]):
-        proc = subprocess.run([sys.executable, "-m", "envbuild.probe", *argv], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "envbuild.verify.probe", *argv], capture_output=True, text=True,
                               cwd=tmp_path, timeout=600)
         report = json.loads(proc.stdout)
         validate("probe", report)
@@ -369,7 +369,7 @@ def test_a_byte_count_never_exceeds_its_total():
 
 
 def test_a_cause_shared_by_several_checks_is_printed_once():
-    from envbuild import probe
+    from envbuild.verify import probe_api as probe
 
     checks = [probe.check("gpu.nvidia_smi", "fail", "no GPU visible: nvidia-smi not found", "no driver here", "run with a GPU")]
     checks += [probe.check(f"cupy.{name}", "fail", "no GPU visible", "no GPU is passed to this environment",
@@ -404,8 +404,8 @@ def test_push_progress_of_many_small_files_stays_within_the_total(tmp_path, dock
     repository = f"{registry}/{TEST_NAMESPACE}/small-files"
     docker_client.images.build(path=str(tmp_path), tag=f"{repository}:t", rm=True)
     out = io.StringIO()
-    digest = push(docker_client, repository, "t", progress=Progress(out, terminal=False, quiet=False))
-    assert digest.startswith("sha256:")
+    pushed = push(docker_client, repository, "t", progress=Progress(out, terminal=False, quiet=False))
+    assert pushed.digest.startswith("sha256:")
     amounts = re.findall(r"\(([\d.]+) (\w+) of ([\d.]+) (\w+),", out.getvalue())
     assert amounts, out.getvalue()
     for done, unit, total, total_unit in amounts:

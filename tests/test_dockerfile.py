@@ -34,7 +34,8 @@ def conda_lock(tmp_path_factory) -> Path:
 def pip_lock(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("pip")
     wheel = support.make_wheel(root / "wheels", "envbuild_pipdemo", "1.0", "VERSION = '1.0'\n")
-    support.write_pip_lock(root / "lock", [wheel])
+    cuda = support.make_wheel(root / "wheels", "nvidia_pipdemo_cu12", "1.0", "VERSION = '1.0'\n")  # the cuda layer
+    support.write_pip_lock(root / "lock", [wheel, cuda])
     return root / "lock"
 
 
@@ -78,7 +79,9 @@ def test_every_family_renders_a_clean_dockerfile(family, installer, conda_lock, 
     assert hadolint_findings(path) == []
     commands = instructions(path)
     froms = [c.value[0] for c in commands if c.cmd == "FROM"]
-    assert froms == [support.FAMILY_BASES[family][0]] * 2  # install stage + final stage, same base
+    # install stage + final stage on the same base; a pip environment's layers each in a stage on the install stage
+    assert [froms[0], froms[-1]] == [support.FAMILY_BASES[family][0]] * 2
+    assert froms[1:-1] == (["install"] * 2 if installer == "pip" else [])  # the cuda and dependencies layers
     assert not any("--mount" in c.flags for c in commands if c.cmd == "RUN")  # classic builder only
     env = env_of_final_stage(commands)
     cuda = support.FAMILY_BASES[family][2]

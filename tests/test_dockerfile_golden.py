@@ -45,10 +45,17 @@ def _cases() -> dict[str, tuple]:
     return cases
 
 
+# A pip environment's layers as envbuild.dockerfile.layers splits them (what each holds is
+# only a comment of the Dockerfile)
+PIP_LAYERS = (("frameworks", "cupy-cuda12x 13.3.0"), ("dependencies", "2 pins: fastrlock 0.8.2, numpy 2.1.3"),
+              ("package-1", "einops 0.8.0"))
+
+
 def _render(resolution, installer: str, pip_wheel: bool) -> str:
     text = render.render(render.RenderInput(resolution, installer, resolution.resolved.base_image.ref,
-                                            pip_wheel=pip_wheel,
+                                            pip_wheel=pip_wheel, wheelhouse=pip_wheel,
                                             installed=(("envbuild-demo", "1.0"),),
+                                            layers=PIP_LAYERS if installer == "pip" else (),
                                             facts=pipeline.context_facts(resolution)))
     text = text.replace(f"envbuild {__version__} ", "envbuild VERSION ")
     text = text.replace(f'io.envbuild.version="{__version__}"', 'io.envbuild.version="VERSION"')

@@ -76,14 +76,25 @@ def _python(version: str) -> str | None:
 
 
 def _context(root: Path, installer: str, wheels: list[Path]) -> Path:
-    """install.py, a plan and a hashed pip lock, as write_context lays them out."""
+    """install.py, a plan and a hashed pip lock, as write_context lays them out: for pip, the
+    lock and its wheels as one layer."""
     ctx = root / "ctx"
     ctx.mkdir()
     shutil.copy2(INSTALL_PY, ctx / "install.py")
     support.write_pip_lock(root / "lock", wheels)
-    shutil.copy2(root / "lock" / "requirements.lock", ctx / "pip.lock")
-    plan = {"installer": installer, "prefix": str(root / "env"), "rattler": "py-rattler", "conda": [],
-            "pip_lock": "pip.lock", "wheelhouse": "wheelhouse", "python_min": floor(installer)}
+    if installer == "pip":
+        layer = ctx / "layers" / "dependencies"
+        layer.mkdir(parents=True)
+        shutil.copy2(root / "lock" / "requirements.lock", layer / "requirements.lock")
+        (layer / "wheels").mkdir()
+        for wheel in wheels:
+            shutil.copy2(wheel, layer / "wheels" / wheel.name)
+        plan = {"installer": "pip", "prefix": str(root / "env"), "python_min": floor(installer), "wheelhouse": None,
+                "require_hashes": True}
+    else:
+        shutil.copy2(root / "lock" / "requirements.lock", ctx / "pip.lock")
+        plan = {"installer": installer, "prefix": str(root / "env"), "rattler": "py-rattler", "conda": [],
+                "pip_lock": "pip.lock", "wheelhouse": "wheelhouse", "python_min": floor(installer)}
     (ctx / "plan.json").write_text(json.dumps(plan))
     return ctx
 
@@ -97,14 +108,18 @@ def floor_python() -> str:
 
 
 def test_pip_mode_runs_on_the_floor_python_and_the_venv_has_pip(floor_python, tmp_path):
-    """No pip wheel in the wheelhouse: the venv's own pip (ensurepip) installs the lock."""
+    """No pip wheel in the wheelhouse: the venv, then its layer, installed by the pip the venv
+    runs (the floor Python's own here, else the venv's from ensurepip)."""
     demo = support.make_wheel(tmp_path / "ctx-wheels", "envbuild_floordemo", "1.0", "VERSION = '1.0'\n")
     ctx = _context(tmp_path, "pip", [demo])
-    shutil.copytree(tmp_path / "ctx-wheels", ctx / "wheelhouse")
-    proc = subprocess.run([floor_python, str(ctx / "install.py"), str(ctx / "plan.json")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "--without-pip" not in proc.stdout
+    for step in ([], [str(ctx / "layers" / "dependencies")]):
+        proc = subprocess.run([floor_python, str(ctx / "install.py"), str(ctx / "plan.json"), *step],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--require-hashes" in proc.stdout
+    # the layer's files lie under the stage's root, as the final image copies them over the venv
+    shutil.copytree(ctx / "root" / str(tmp_path / "env").lstrip("/"), tmp_path / "env", dirs_exist_ok=True,
+                    symlinks=True)
     env_python = tmp_path / "env" / "bin" / "python"
     out = subprocess.run([env_python, "-c", "import sys, envbuild_floordemo as m; "
                           "print(m.VERSION, '%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)

@@ -15,6 +15,8 @@ function-level (lazy) imports alike, since a lazy import is still a dependency. 
 * No import cycle between packages.
 * Imports sit at the top of a module; only the heavy optional libraries are imported
   inside the functions that use them.
+* The probe (envbuild/verify/probe.py) is a standalone script: only envbuild/verify/probe_api.py
+  imports it, by public names only, and it imports no envbuild module.
 
 A rule that today's code still breaks is listed in KNOWN_VIOLATIONS with its reason. The
 list can only shrink: the test fails on a new violation and also on a listed one that is
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "envbuild"
@@ -32,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent / "envbuild"
 # write that was killed after its commit point (every reader does that first).
 FOLDER_READERS = frozenset({
     "CONDA_LOCKFILE", "PIP_LOCKFILE", "BASE_RECORD", "RECORD", "explicit_name", "pip_lock_name", "is_lock_file",
-    "sha256_file", "read_record", "read_conda_lockfile", "verify", "recover", "BASE_PACKAGES", "read_base_packages",
+    "sha256_file", "read_record", "read_conda_lockfile", "read_lock_text", "verify", "recover", "BASE_PACKAGES",
+    "read_base_packages",
 })
 
 KNOWN_VIOLATIONS: dict[str, str] = {}  # none left; a new entry needs its one-line reason
@@ -42,7 +46,7 @@ KNOWN_VIOLATIONS: dict[str, str] = {}  # none left; a new entry needs its one-li
 LAZY_LIBRARIES = frozenset({"docker", "requests", "urllib3", "rattler", "asyncio", "conda_lock", "kubernetes", "rich"})
 # runs alone inside images, on Python 3.6 and later: imports the GPU libraries it checks
 # (and what an old Python may lack) only where they are present
-STANDALONE = frozenset({"envbuild.probe"})
+STANDALONE = frozenset({"envbuild.verify.probe"})
 
 
 def _modules() -> dict[str, Path]:
@@ -205,3 +209,47 @@ def test_imports_sit_at_the_top():
 def test_known_violations_only_shrink():
     gone = set(KNOWN_VIOLATIONS) - violations()
     assert sorted(gone) == [], "fixed: delete these lines from KNOWN_VIOLATIONS"
+
+
+# --- the probe: a standalone script, reached only through its shared module -----------------------
+PROBE = "envbuild.verify.probe"
+PROBE_API = "envbuild.verify.probe_api"
+
+
+def test_only_the_shared_module_imports_the_probe():
+    """The probe runs inside images, apart from envbuild: what the host uses of it is the
+    list in envbuild/verify/probe_api.py, so no other module imports it. That module
+    imports nothing else of envbuild, so every layer may use it."""
+    importers = sorted(module for module, imported in GRAPH.items() if PROBE in imported)
+    assert importers == [PROBE_API]
+    assert sorted(GRAPH[PROBE_API]) == [PROBE]
+
+
+def test_the_host_uses_no_private_name_of_the_probe():
+    names = GRAPH[PROBE_API][PROBE] | {name for imported in GRAPH.values() for name in imported.get(PROBE_API, ())}
+    assert names and sorted(n for n in names if n.startswith("_")) == []
+    assert "report_from_output" in GRAPH["envbuild.verify.fleet"][PROBE_API]  # the scan sees these names
+
+
+def test_the_probe_imports_nothing_but_the_standard_library_at_its_top():
+    """The probe imports no envbuild module anywhere, and at module level only the standard
+    library: the GPU libraries it checks (and PyYAML for the bundled matrices) are imported
+    inside the checks that use them, when present."""
+    tree = ast.parse(MODULES[PROBE].read_text(encoding="utf-8"))
+    everywhere = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in everywhere if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in everywhere if isinstance(n, ast.ImportFrom)]
+    assert [n for n in names if n.split(".")[0] == "envbuild" or not n] == []
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    top_names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+    top_names += [n.module for n in top if isinstance(n, ast.ImportFrom)]
+    assert top_names and [n for n in top_names if n.split(".")[0] not in sys.stdlib_module_names] == []
+
+
+def test_no_module_beside_the_probe_hides_a_standard_one():
+    """The probe runs each GPU library's checks as `python .../probe.py --child GROUP`, which
+    puts the probe's folder first on sys.path: a module there named like a standard one (an
+    `html` package, say) would be imported in its place by the library under test."""
+    folder = MODULES[PROBE].parent
+    beside = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert sorted(beside & set(sys.stdlib_module_names)) == []

@@ -21,6 +21,7 @@ import pytest
 from envbuild import cuda_packages, matrix
 from envbuild.lock.cuda_check import _Hold, _moved, _refusal, judge, toolkit_releases
 from envbuild.model import ResolvedFramework
+from envbuild.paths import PROBE_FILE
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 
@@ -187,7 +188,7 @@ def test_the_probe_compares_the_label_with_the_runtime_library(pypi_only, tmp_pa
     subprocess.run([python, "-m", "pip", "install", "-q", "--index-url", "https://pypi.org/simple",
                     "nvidia-cuda-runtime-cu12==12.4.127"], check=True, timeout=300)
     probe = tmp_path / "probe.py"
-    probe.write_bytes((ROOT / "envbuild" / "probe.py").read_bytes())
+    probe.write_bytes(PROBE_FILE.read_bytes())
 
     def labels_check(label: str) -> dict:
         env = {"PATH": "/usr/bin:/bin", "CUDA_VERSION": "12.9.1", "NVIDIA_REQUIRE_CUDA": f"cuda>={label}"}

@@ -64,6 +64,7 @@ KEYS = {
     "cloud_instances": (lambda r: [r.instance_type], (), ()),
     "pythons": (lambda r: [r.version], ("version",), ()),
     "packages": (lambda r: [r.name], (), ()),
+    "image_layers": (lambda r: [r.layer], (), ()),
     "target_glibc": (lambda r: [r.os], ("glibc",), ()),
     "target_defaults": (lambda r: ["defaults"], ("glibc", "linux"), ()),
     "target_archspec": (lambda r: [r.platform], (), ()),

@@ -1,6 +1,11 @@
 """The probe's parsers and judgements on real nvidia-smi output, failure texts and JUnit."""
 from __future__ import annotations
 
+import glob
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -8,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import probe
+from envbuild.paths import PROBE_FILE
+from envbuild.verify import probe
 from envbuild.verify.junit import write_junit
 
 DATA = Path(__file__).parent / "data" / "nvidia_smi"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def sample(name: str) -> str:
@@ -189,19 +194,79 @@ def test_labels_become_expectations():
 
 
 # --- the whole probe without a GPU, as a standalone file ------------------------------------------
+def vermin(path: Path) -> subprocess.CompletedProcess:
+    """vermin's verdict on `path` against Python 3.6. Two of its findings are wrong here and
+    excluded: `.decode()` is called on bytes only (vermin takes it for Python 2's str), and
+    `importlib.metadata` (3.8) is imported under `except ImportError`, which leaves the
+    distributions' versions unknown on older Pythons."""
+    return subprocess.run(["vermin", "--target=3.6-", "--violations", "--no-tips",
+                           "--exclude", "str.decode", "--exclude", "importlib.metadata", str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_probe_needs_nothing_newer_than_python_3_6(tmp_path):
+    done = vermin(PROBE_FILE)
+    assert done.returncode == 0 and "Minimum required versions: 3." in done.stdout, done.stdout + done.stderr
+    newer = tmp_path / "probe.py"  # the same file calling one 3.7 keyword argument is refused
+    newer.write_text(PROBE_FILE.read_text() + "\nsubprocess.run(['true'], capture_output=True)\n")
+    done = vermin(newer)
+    assert done.returncode == 1 and "subprocess.run(capture_output)' requires !2, 3.7" in done.stdout, done.stdout
+
+
 def test_standalone_static_run_needs_only_the_standard_library(tmp_path):
     copy = tmp_path / "probe.py"
-    copy.write_bytes((ROOT / "envbuild" / "probe.py").read_bytes())
+    copy.write_bytes(PROBE_FILE.read_bytes())
     env = {"PATH": "/usr/bin:/bin", "CUDA_VERSION": "12.4.1", "NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}
     proc = subprocess.run([sys.executable, "-S", "-I", str(copy), "--static", "--json", "--expect-cuda", "12.1"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    import json
-
     report = json.loads(proc.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
     assert by_name["static.cuda_labels"]["status"] == "fail"  # 12.4 in the image, 12.1 expected
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert not any(n.startswith("gpu.") for n in by_name)
+
+
+def python_3_6() -> str | None:
+    """A Python 3.6 interpreter: python3.6 on PATH, or one that pyenv installed."""
+    for python in [shutil.which("python3.6"), *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))]:
+        if python and subprocess.run([python, "-c", "pass"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def test_the_probe_runs_on_python_3_6_as_on_this_python(tmp_path):
+    """Where a Python 3.6 is at hand (vermin above holds the rule everywhere): the probe,
+    static and full without a GPU, and one library check's child process, report on 3.6
+    what they report on the Python running the tests, but for the interpreter's own line."""
+    old = python_3_6()
+    if old is None:
+        pytest.skip("no Python 3.6 here (python3.6 on PATH or under ~/.pyenv/versions)")
+    copy = tmp_path / "probe.py"
+    copy.write_bytes(PROBE_FILE.read_bytes())
+    env = {"PATH": "/usr/bin:/bin", "CUDA_VERSION": "12.4.1", "NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}
+
+    def run(python: str, *argv: str, stdin: str = "") -> tuple[int, str]:
+        done = subprocess.run([python, "-S", "-I", str(copy), *argv], input=stdin, capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, re.sub(r'"time_s": [0-9.]+', '"time_s": 0', done.stdout)
+
+    def version(python: str) -> str:
+        return subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    def report(python: str, *argv: str) -> tuple[int, str, list]:
+        code, out = run(python, *argv)
+        value = json.loads(out)
+        assert value.pop("python") == version(python) and value.pop("elapsed_s") >= 0
+        checks = [c for c in value.pop("checks") if c["name"] != "static.python"]
+        return code, json.dumps(value), checks
+
+    assert version(old).startswith("3.6.")
+    for argv in (["--json", "--static", "--expect-cuda", "12.1"], ["--json", "--expect-sm", "90"]):
+        assert report(old, *argv) == report(sys.executable, *argv)
+    child = run(old, "--child", "cupy", stdin="{}")  # a library check's child: cupy is not there
+    assert child[0] == 0 and "ENVBUILD-PROBE-RESULT:" in child[1] and child == run(sys.executable, "--child", "cupy", stdin="{}")
 
 
 # --- JUnit ------------------------------------------------------------------------------------------

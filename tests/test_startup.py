@@ -24,9 +24,12 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 # never on the `resolve` path: the services' and solvers' libraries, terminals, and the
 # lock and verify stages. (A base outside the catalog is read from the local engine or a
 # registry, so envbuild.image_facts brings the engine's and the registry's own modules,
-# which talk HTTP with the standard library: the docker SDK and requests stay out.)
+# which talk HTTP with the standard library: the docker SDK and requests stay out. The
+# probe's shared names, envbuild.verify.probe_api, are host facts: hostinfo reads this
+# machine's GPUs with them.)
 NOT_FOR_RESOLVE = ("docker", "kubernetes", "rattler", "requests", "urllib3", "rich", "conda_lock", "pydantic", "cupy",
-                   "asyncio", "envbuild.lock", "envbuild.verify")
+                   "asyncio", "envbuild.lock", "envbuild.verify.runner", "envbuild.verify.fleet",
+                   "envbuild.verify.summary", "envbuild.verify.junit")
 
 
 def _loaded(args: list[str], cwd: Path = ROOT, env: dict | None = None) -> tuple[int, set[str]]:

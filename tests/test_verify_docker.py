@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from browser import look_at
-from envbuild.probe import NO_GPU
+from envbuild.paths import PROBE_FILE
+from envbuild.verify.probe_api import NO_GPU
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.docker
@@ -34,7 +35,7 @@ LABEL {" ".join(f'{k}="{v}"' for k, v in labels.items())}
 
     tag = f"envbuild-test/verify-{uuid.uuid4().hex[:10]}:latest"
     return image_support.build_image(client, tag, {"Dockerfile": dockerfile.encode(),
-                                                   "probe.py": (ROOT / "envbuild/probe.py").read_bytes()})
+                                                   "probe.py": PROBE_FILE.read_bytes()})
 
 
 @pytest.fixture

@@ -22,6 +22,8 @@ from browser import look_at
 from conftest import _need
 from test_ci_output import validate
 
+from envbuild.paths import PROBE_FILE
+
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = """targets:
   v100:
@@ -132,7 +134,7 @@ def probe_image(slurm_env, docker_client, registry, base_image) -> str:
     ref = f"{registry}/{image_support.TEST_NAMESPACE}/fleet-probe:{uuid.uuid4().hex[:8]}"
     image_support.build_image(docker_client, ref, {
         "Dockerfile": f"FROM {base_image}\nCOPY probe.py /opt/envbuild/probe.py\n".encode(),
-        "probe.py": (ROOT / "envbuild/probe.py").read_bytes()})
+        "probe.py": PROBE_FILE.read_bytes()})
     docker_client.images.push(ref)
     yield ref
     subprocess.run(["podman", "rmi", "--ignore", ref], capture_output=True)

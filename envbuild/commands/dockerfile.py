@@ -21,7 +21,8 @@ def configure(parser) -> None:
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder to write; only envbuild's own entries there (Dockerfile, envbuild/) are replaced")
     parser.add_argument("--force", action="store_true",
-                        help="write into a folder that holds other files (they are left as they are)")
+                        help="write into a folder that holds other files: they are left as they are, and a "
+                             "Dockerfile or envbuild/ that envbuild did not write is moved aside")
     add_build_arguments(parser)
     parser.add_argument("--json", action="store_true",
                         help="print the outcome as one JSON object (schema/dockerfile.schema.json)")
@@ -37,6 +38,8 @@ def run(args) -> int:
                                    wheelhouse=args.wheelhouse, force=args.force)
         lock_files = sorted(p.name for p in lock_dir.iterdir() if p.is_file())
         packages = locked.base_summary(lockfiles.read_lock_dir(lock_dir, args.platform or resolution.resolved.platform))
+    if packages is not None:
+        packages["layers"] = list(context.pip_layers)
     if args.json:
         emit({"verdict": resolution.verdict, "unchecked": resolution.unchecked, "dockerfile": str(context.path / "Dockerfile"), "context": str(context.path),
               "base": {"reference": context.base_ref, "digest": context.base_digest},

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from envbuild import hostinfo, probe
+from envbuild import hostinfo
+from envbuild.verify import probe_api
 
 HELP = "check this host: NVIDIA driver, newest CUDA, GPUs and their architectures, Docker and its GPU runtime"
 
@@ -20,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     findings = {
         "driver": host.driver,
         "max_cuda": host.max_cuda,
-        "gpus": [{"name": n, "compute_capability": cc, "sm": f"sm_{probe.sm_of(cc)}" if cc else None} for n, cc in host.gpus],
+        "gpus": [{"name": n, "compute_capability": cc, "sm": f"sm_{probe_api.sm_of(cc)}" if cc else None} for n, cc in host.gpus],
         "docker": {"ok": host.docker_ok, "error": host.docker_error},
         "nvidia_runtime": host.nvidia_runtime_ok,
         "cdi_specs": list(host.cdi),
@@ -28,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
         "can_run": _can_run(host),
     }
     if args.probe:
-        report = probe.run_probe(probe.build_parser().parse_args(["--no-perf"]))
-        findings["probe"] = report
+        findings["probe"] = probe_api.probe_here("--no-perf")
     ok = bool(host.driver and host.gpus and host.gpu_containers_ok)
     findings["ok"] = ok
     findings["verdict"] = "ok" if ok else "fail"  # fail: this host cannot run GPU containers
@@ -50,7 +50,7 @@ def _can_run(host) -> str:
 
 
 def _sm(cc):
-    return probe.sm_of(cc) if cc else None
+    return probe_api.sm_of(cc) if cc else None
 
 
 def _text(f: dict) -> str:
@@ -67,7 +67,7 @@ def _text(f: dict) -> str:
     ]
     lines += [f"note: {n}" for n in f["notes"]]
     if "probe" in f:
-        lines.append(probe.format_text(f["probe"]))
+        lines.append(probe_api.format_text(f["probe"]))
     if not f["ok"]:
         lines.append("verdict: this host cannot run GPU containers"
                      + ("" if f["driver"] else " (install the NVIDIA driver)")

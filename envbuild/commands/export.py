@@ -104,7 +104,7 @@ def run(args) -> int:
     if target is not None and args.image:
         judged = judge_target(spec, target, args)  # the job is valid: is the stack it runs ok on the target?
     if args.output:
-        atomic.write_text(args.output, text)
+        atomic.write_output(args.output, text)
     if args.json:
         verdict, unchecked, conflicts = judged or ("ok", [], [])
         print(json.dumps({"verdict": verdict, "kind": args.kind, "image": image, "target": target.name if target else None,

@@ -12,9 +12,10 @@ from envbuild.commands._image_fleet import run_fleet
 from envbuild.dockerfile import outputs
 from envbuild.dockerfile.context import OWNED
 from envbuild.errors import UserError
-from envbuild.image import engine
+from envbuild.image import engine, make
 from envbuild.image.credentials import check_push_access
 from envbuild.image.make import ImageOptions
+from envbuild.image.sizes import summary
 from envbuild.jsonout import emit
 from envbuild.pipeline import make_image
 from envbuild.progress import Progress
@@ -35,7 +36,8 @@ def configure(parser) -> None:
                        help="run the verification probe on the new image before tagging and pushing it")
     group.add_argument("--context", type=Path, metavar="DIR", help="keep the build context in DIR")
     group.add_argument("--force", action="store_true",
-                       help="keep the context in a --context folder that holds other files (they are left as they are)")
+                       help="keep the context in a --context folder that holds other files: they are left as "
+                            "they are, and a Dockerfile or envbuild/ that envbuild did not write is moved aside")
     group.add_argument("--progress", choices=("auto", "tty", "plain"), default="auto",
                        help="live progress on a terminal, plain lines in CI (default: auto)")
     group.add_argument("--json", action="store_true",
@@ -58,11 +60,13 @@ def run(args) -> int:
     if args.fleet or args.target or args.plan or args.plan_item is not None or args.jobs is not None \
             or args.manifest:
         return run_fleet(args)
+
     spec, resolution = resolve_spec(args)
     repository = args.repository or spec.image_repository
     if not repository:
         raise UserError("no image repository", where=spec.source or "command line",
                         hint="set image.repository in the spec or pass --repository REGISTRY/NAME")
+    make.check_repository(repository)  # a bad name fails before any work
     if args.context is not None:  # a folder that cannot take the context fails before any work
         outputs.guard(args.context, OWNED, force=args.force, spec_source=spec.source, lock_dir=args.lock_dir,
                       flag="--context")
@@ -81,6 +85,9 @@ def run(args) -> int:
     if args.json:
         emit(image_json(result, repository, resolution))
         return 0
+
+    for line in summary(result):  # on stderr with the progress: stdout stays the reference alone
+        progress.line(line)
     print(result.ref)
     if result.pushed_digest:
         print(f"{repository}@{result.pushed_digest}")
@@ -103,7 +110,10 @@ def image_json(result, repository: str, resolution) -> dict:
         "cached": result.cached,
         "pushed": result.pushed_digest is not None,
         "base": {"reference": result.base_ref, "digest": result.base_digest},
-        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes},
+        "sizes": {"image_bytes": result.size_bytes, "context_bytes": result.context_bytes,
+                  "base_bytes": result.base_bytes, "added_bytes": result.added_bytes,
+                  "compressed_bytes": result.compressed_bytes, "pushed_bytes": result.pushed_bytes,
+                  "layers": [layer.to_json() for layer in result.layers]},
         "verification": {"verdict": "pass" if verification["ok"] else "fail", **verification}
         if verification else {"verdict": "not_run"},
         "spec_hash": resolution.spec.hash(),

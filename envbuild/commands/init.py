@@ -62,7 +62,7 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     path = args.output
-    if path.exists() and not args.force:
+    if path.is_file() and not args.force:  # a device or pipe (-o /dev/stdout) is written through
         raise UserError("already exists", where=str(path), hint="pass --force to replace it, or -o another file")
     driver, gpus, note = EXAMPLE_TARGET["driver"], list(EXAMPLE_TARGET["gpus"]), \
         "These are an example: put your machine's here (`envbuild init --host` does it on that machine)."
@@ -80,7 +80,7 @@ def run(args) -> int:
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", raw_name).strip("-.") or "my-env"
     text = TEMPLATE.format(path=path.name, name=name, target_note=note, driver=driver,
                            gpus=", ".join(json.dumps(g) for g in gpus), platform="linux-64")
-    atomic.write_text(path, text)
+    atomic.write_output(path, text)
     if args.json:
         emit({"verdict": "ok", "path": str(path), "from_host": bool(args.host),
               "target": {"driver": driver, "gpus": gpus, "platform": "linux-64"}})

@@ -496,7 +496,7 @@ def _refresh(args) -> int:
             if directory == MATRICES_DIR:  # the bundled data: commands read its compiled copy
                 matrix.compile_matrices()
         if diff_file is not None:
-            atomic.write_text(diff_file, text)
+            atomic.write_output(diff_file, text)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot write {exc.filename or directory}: {exc.strerror or exc}",
                                  where="matrix refresh", hint="pass --data DIR (a copy of matrices/) or --diff FILE") from None

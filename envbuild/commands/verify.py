@@ -16,7 +16,8 @@ from envbuild.html import verify_page
 from envbuild.image_facts import read
 from envbuild.model import to_jsonable
 from envbuild.progress import Progress
-from envbuild.verify import fleet as fleet_report, junit, run_verify, summary
+from envbuild.verify import fleet as fleet_report, junit, summary
+from envbuild.verify.runner import run_verify
 
 HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)"
 
@@ -165,5 +166,5 @@ def _answer(args: argparse.Namespace, data: dict, summary) -> None:
         print(json.dumps(data, indent=2))
         return
     if args.json:
-        atomic.write_text(args.json, json.dumps(data, indent=2) + "\n")
+        atomic.write_output(args.json, json.dumps(data, indent=2) + "\n")
     print(summary())

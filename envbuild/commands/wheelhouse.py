@@ -12,7 +12,7 @@ from envbuild.jsonout import emit
 from envbuild.lock.virtual import glibc_for
 from envbuild.progress import Progress
 from envbuild.spec.cli_args import add_spec_arguments
-from envbuild.wheelhouse import fill
+from envbuild.wheelhouse import fill, guard
 
 HELP = "download the locked wheels (and conda archives, as a local channel) for offline builds"
 
@@ -28,6 +28,7 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     args.wheelhouse = None  # the folder being filled is not an input here
+    guard(args.output)  # a folder that cannot be one fails before any work
     spec, resolution = resolve_spec(args)
     stack = resolution.resolved
     platform = args.platform or stack.platform

@@ -7,13 +7,17 @@ Layout (the Dockerfile templates rely on it):
     envbuild/install.py       the in-image installer (stdlib only)
     envbuild/plan.json        what install.py does: installer, prefix, packages
     envbuild/pkgs/SUBDIR/...  conda archives whose lock URL is a local file:// path
-    envbuild/pip.lock         pip requirements (the pip lock, or a conda lock's pip section)
-    envbuild/wheelhouse/      wheels for offline installs (--wheelhouse)
+    envbuild/pip.lock         a conda lock's pip section
+    envbuild/layers/NAME/     a pip environment's layer (envbuild.dockerfile.layers): its
+                              requirements.lock, and wheels/ for offline installs
+    envbuild/wheelhouse/      wheels for offline installs (--wheelhouse); for a pip
+                              environment only the installer's own (pip)
     envbuild/image/           copied into the image as /opt/envbuild: probe.py, lock/
 
-`Dockerfile` and `envbuild/` are the only entries envbuild owns in the folder
+`Dockerfile` and `envbuild/` are the only entries envbuild writes in the folder
 (`outputs.py`): they are written in a staging folder and moved in only when complete, so a
-failed run leaves the previous context as it was, and nothing else there is ever touched.
+failed run leaves the previous context as it was. An old entry is replaced only where the
+folder's record proves envbuild wrote it; nothing else there is ever touched.
 """
 from __future__ import annotations
 
@@ -26,14 +30,14 @@ from importlib.metadata import version
 from pathlib import Path
 
 from envbuild import atomic
-from envbuild.dockerfile import locked, lockfiles, outputs, render
+from envbuild.dockerfile import layers, locked, lockfiles, outputs, render
 from envbuild.errors import UserError
 from envbuild.lock import folder
 from envbuild.model import Resolution
+from envbuild.paths import PROBE_FILE
 from envbuild.urls import strip_text
 
 HERE = Path(__file__).resolve().parent
-PROBE = HERE.parent / "probe.py"
 OWNED = ("Dockerfile", "envbuild")  # the context's entries; everything else in the folder is the user's
 
 
@@ -44,6 +48,9 @@ class BuildContext:
     base_ref: str  # as FROM names it (mirror applied, digest when pinned)
     base_digest: str | None
     installer: str
+    layers: tuple[str, ...] = ()  # what each layer the image adds to the base holds (render.final_layers)
+    # a pip environment's layers after the venv: {"name", "packages": {name: version}, "bytes"}
+    pip_layers: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,21 +103,64 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     try:
         os.link(src, dst)  # same filesystem: instant and no extra space
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a new file: the umask's mode
+
+
+def _installed_pip_lock(lock: lockfiles.LockInput) -> str:
+    """The pip lock's text less the pins the base image provides, index credentials removed."""
+    text = lock.pip_lock.read_text(encoding="utf-8")
+    if lock.base and lock.base.get("from_base"):  # what the base image provides is used from it
+        text = locked.without_base_pins(text, lock.base["from_base"])
+    return strip_text(text)
+
+
+def _layer_wheels(layer: layers.Layer, wheelhouse: Path) -> list[Path]:
+    entries = [e for e in locked.locked_pip_entries(layer.text) if e.manager == "pip"]
+    return [w for w in sorted(wheelhouse.iterdir())
+            if w.is_file() and any(locked.wheel_matches(e, w) for e in entries)]
+
+
+def _fill_pip(ctx: Path, lock: lockfiles.LockInput, pip_layers: list[layers.Layer], wheelhouse: Path | None,
+              python_min: str | None) -> None:
+    """A pip environment: the venv's plan, and each layer's part of the lock with its wheels."""
+    for layer in pip_layers:
+        layer_dir = ctx / "layers" / layer.name
+        layer_dir.mkdir(parents=True)
+        (layer_dir / "requirements.lock").write_text(layer.text, encoding="utf-8")
+        for wheel in _layer_wheels(layer, wheelhouse) if wheelhouse is not None else ():
+            _link_or_copy(wheel, layer_dir / "wheels" / wheel.name)
+    if wheelhouse is not None:  # the installer's own pip, for a base without one
+        (ctx / "wheelhouse").mkdir()
+        for wheel in sorted(wheelhouse.glob("pip-*.whl")):
+            _link_or_copy(wheel, ctx / "wheelhouse" / wheel.name)
+    # Only what the venv step needs: any other value here would rebuild every layer.
+    plan = {
+        "installer": "pip",
+        "prefix": render.PREFIX,
+        "python_min": python_min,
+        "wheelhouse": "wheelhouse" if wheelhouse is not None else None,
+        # pip checks hashes when a lock has them; each layer keeps that for its own part
+        "require_hashes": locked.has_hashes(lock.pip_lock.read_text(encoding="utf-8")),
+    }
+    (ctx / "plan.json").write_text(json.dumps(plan, indent=2) + "\n", encoding="utf-8")
 
 
 def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: Path | None,
-          extra_lock_files: dict[str, str], python_min: str | None) -> None:
+          extra_lock_files: dict[str, str], python_min: str | None,
+          pip_layers: list[layers.Layer] | None) -> None:
     ctx = stage / "envbuild"
     (ctx / "image" / "lock").mkdir(parents=True)
     (stage / "Dockerfile").write_text(dockerfile, encoding="utf-8")
-    shutil.copy2(HERE / "install.py", ctx / "install.py")
-    if PROBE.is_file():
-        shutil.copy2(PROBE, ctx / "image" / "probe.py")
+    shutil.copyfile(HERE / "install.py", ctx / "install.py")  # new files: the umask's mode, not the package's
+    if PROBE_FILE.is_file():
+        shutil.copyfile(PROBE_FILE, ctx / "image" / "probe.py")
     for path in lock.files:  # an index URL's credentials stay out of the image
         (ctx / "image" / "lock" / path.name).write_text(strip_text(path.read_text(encoding="utf-8")), encoding="utf-8")
     for name, text in extra_lock_files.items():
         (ctx / "image" / "lock" / name).write_text(text, encoding="utf-8")
+    if pip_layers is not None:
+        _fill_pip(ctx, lock, pip_layers, wheelhouse, python_min)
+        return
 
     conda = []
     for package in lock.conda:
@@ -125,11 +175,8 @@ def _fill(stage: Path, lock: lockfiles.LockInput, dockerfile: str, wheelhouse: P
         conda.append(entry)
 
     pip_lines = list(lock.pip_lines)
-    if lock.pip_lock is not None:
-        text = lock.pip_lock.read_text(encoding="utf-8")
-        if lock.base and lock.base.get("from_base"):  # what the base image provides is used from it
-            text = locked.without_base_pins(text, lock.base["from_base"])
-        pip_lines += text.splitlines()
+    if lock.pip_lock is not None:  # a conda environment's pip section, installed in the same step
+        pip_lines += _installed_pip_lock(lock).splitlines()
     if pip_lines:
         (ctx / "pip.lock").write_text(strip_text("\n".join(pip_lines) + "\n"), encoding="utf-8")
 
@@ -186,9 +233,13 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
     # --- end locked files ---
     base = base or catalog_base(resolution)
     base_ref, digest = base.ref, base.digest
-    dockerfile = render.render(render.RenderInput(resolution, lock.installer, base_ref, digest,
-                                                  pip_wheel=has_pip_wheel(wheelhouse), installed=installed,
-                                                  cuda=cuda, facts=facts))
+    pip_layers = None
+    if lock.installer == "pip":
+        pip_layers = layers.split(_installed_pip_lock(lock), facts.layers, layers.requested(resolution.spec.pip_packages))
+    data = render.RenderInput(resolution, lock.installer, base_ref, digest, pip_wheel=has_pip_wheel(wheelhouse),
+                              installed=installed, layers=tuple((x.name, layers.describe(x)) for x in pip_layers or ()),
+                              wheelhouse=wheelhouse is not None, cuda=cuda, facts=facts)
+    dockerfile = render.render(data)
     extra = {}
     if digest:  # the image carries the lock folder's record of this pin (the pipeline wrote it)
         extra.update(_base_record(lock_dir, digest))
@@ -196,11 +247,20 @@ def write_context(out: Path, resolution: Resolution, lock_dir: Path, *, facts: r
     with atomic.naming(out):
         stage = outputs.staging(out)
         try:
-            _fill(stage, lock, dockerfile, wheelhouse, extra, facts.python_min(lock.installer))
-            outputs.replace_owned(out, stage, OWNED)
+            _fill(stage, lock, dockerfile, wheelhouse, extra, facts.python_min(lock.installer), pip_layers)
+            outputs.replace_owned(out, stage, OWNED, force=force)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-    return BuildContext(out, dockerfile, base_ref, digest, lock.installer)
+    return BuildContext(out, dockerfile, base_ref, digest, lock.installer, render.final_layers(data),
+                        tuple(_layer_summary(out, x) for x in pip_layers or ()))
+
+
+def _layer_summary(out: Path, layer: layers.Layer) -> dict:
+    """A pip layer for `dockerfile --json`: its pins, and the bytes of its wheels when the
+    context holds them (an offline build)."""
+    wheels = out / "envbuild" / "layers" / layer.name / "wheels"
+    size = sum(p.stat().st_size for p in wheels.iterdir()) if wheels.is_dir() else None
+    return {"name": layer.name, "packages": {name: version for name, version in layer.pins}, "wheel_bytes": size}
 
 
 def _base_record(lock_dir: Path, digest: str) -> dict[str, str]:

@@ -16,6 +16,7 @@ _CONDA_SUFFIXES = (".tar.bz2", ".conda")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
 _DIRECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+_ANY_HASH = re.compile(r"--hash[=\s]")
 
 # Besides the frameworks' own packages and the CUDA runtime, ptxas and cuDNN packages
 # (matrices/packages.yaml), the libraries whose versions a user asks about when an image
@@ -71,6 +72,16 @@ def _pip_entries(lines: list[str]) -> list[LockedFile]:
             version = filename.split("-")[1] if filename.count("-") >= 2 else ""
             out.append(LockedFile("pip", normalize(direct[1]), version, filename, hashes, url))
     return out
+
+
+def locked_pip_entries(text: str) -> list[LockedFile]:
+    """The pins of a pip requirements text, with their file names and hashes."""
+    return _pip_entries(text.splitlines())
+
+
+def has_hashes(text: str) -> bool:
+    """pip checks every pin's hash once one pin of a requirements file has one."""
+    return _ANY_HASH.search(text) is not None
 
 
 def locked_files(lock: LockInput) -> list[LockedFile]:
@@ -132,20 +143,34 @@ def missing_from_wheelhouse(lock: LockInput, wheelhouse: Path) -> list[str]:
 
 # --- what the base image provides (base-packages.json beside the pip lock) --------------------
 
+def lock_entries(text: str) -> list[tuple[str | None, str | None, list[str]]]:
+    """A pip lock's text as entries in order: (name, version, lines) for a pin with its
+    continuation lines (`--hash=...`), (None, None, [line]) for any other line (options,
+    comments). The name is the PEP 503 one; `name @ URL` pins have no version."""
+    entries: list[tuple[str | None, str | None, list[str]]] = []
+    continued = False
+    for line in text.splitlines():
+        if continued:  # the previous line ended with a backslash: this one belongs to its entry
+            entries[-1][2].append(line)
+        else:
+            pin = _PIN.match(line.strip())
+            direct = None if pin else _DIRECT.match(line.strip())
+            if pin:
+                entries.append((normalize(pin[1]), pin[2], [line]))
+            elif direct and not line.lstrip().startswith("-"):
+                entries.append((normalize(direct[1]), None, [line]))
+            else:
+                entries.append((None, None, [line]))
+        continued = line.rstrip().endswith("\\")
+    return entries
+
+
 def without_base_pins(text: str, from_base: dict[str, str]) -> str:
     """A pip lock's text without the pins the base provides (each pin with its `--hash`
     continuation lines); options and the other pins as they were."""
-    out, skipping = [], False
-    for line in text.splitlines():
-        if skipping and line[:1] in (" ", "\t") and line.strip().startswith("--hash"):
-            continue
-        skipping = False
-        pin = _PIN.match(line.strip())
-        if pin and from_base.get(normalize(pin[1])) == pin[2]:
-            skipping = True
-            continue
-        out.append(line)
-    return "\n".join(out) + "\n"
+    kept = [line for name, version, lines in lock_entries(text)
+            if name is None or from_base.get(name) != version for line in lines]
+    return "\n".join(kept) + "\n"
 
 
 def base_summary(lock: LockInput) -> dict | None:
@@ -168,4 +193,8 @@ def base_summary_line(found: dict) -> str:
     reused = sorted(found["from_base"].items())
     shown = ", ".join(f"{n} {v}" for n, v in reused[:4]) + (", ..." if len(reused) > 4 else "")
     line = f"installs {len(found['installed'])} locked packages"
+    layers = found.get("layers") or []
+    if layers:
+        counts = ", ".join(f"{layer['name']} {len(layer['packages'])}" for layer in layers)
+        line += f" in {len(layers)} layer{'s' if len(layers) > 1 else ''} ({counts})"
     return line + (f"; uses {len(reused)} from the base image ({shown})" if reused else "")

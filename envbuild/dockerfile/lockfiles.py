@@ -63,7 +63,7 @@ def _hash_fields(fragment: str) -> dict[str, str]:
 
 def parse_explicit(path: Path) -> tuple[CondaPackage, ...]:
     packages, seen_marker = [], False
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, raw in enumerate(folder.read_lock_text(path).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue

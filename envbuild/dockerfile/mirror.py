@@ -15,15 +15,18 @@ import re
 from dataclasses import replace
 
 from envbuild.dockerfile.reference import Reference
-from envbuild.errors import UserError
+from envbuild.errors import UserError, shown
 
 _MIRROR = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(?::[0-9]+)?)(?P<prefix>(?:/[a-z0-9._-]+)*)/?$")
 
 
+MAX_HOST_CHARS = 253 + len(":65535")  # DNS names have at most 253 characters
+
+
 def parse_mirror(text: str) -> tuple[str, str]:
     match = _MIRROR.match(text.strip().removeprefix("https://").removeprefix("http://"))
-    if not match:
-        raise UserError(f"invalid --registry-mirror {text!r}", hint="expected HOST[:PORT][/prefix], e.g. mirror.corp:5000/dockerhub")
+    if not match or len(match["host"]) > MAX_HOST_CHARS:
+        raise UserError(f"invalid --registry-mirror {shown(text)}", hint="expected HOST[:PORT][/prefix], e.g. mirror.corp:5000/dockerhub")
     return match["host"], match["prefix"].strip("/")
 
 

@@ -126,6 +126,9 @@ class MatrixFacts:
     dockerfile_comment: str  # opens the Dockerfile: the base family's `dockerfile_comment`
     driver_floor: str | None  # minor-version compatibility's driver floor for the stack's CUDA major
     installer_python: tuple[tuple[str, str], ...]  # (installer, the oldest python3 install.py runs on in it)
+    # the layers of a pip environment, in image order: (layer, PEP 503 name patterns), from
+    # the `layers` table of matrices/packages.yaml
+    layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def python_min(self, installer: str) -> str | None:
         return dict(self.installer_python).get(installer)
@@ -139,6 +142,9 @@ class RenderInput:
     base_digest: str | None = None
     pip_wheel: bool = False  # the wheelhouse holds a pip wheel: no python3-venv needed
     installed: tuple[tuple[str, str], ...] = ()  # (package, version) from the lock: frameworks, key libraries
+    # a pip environment's layers after the venv (envbuild.dockerfile.layers): (name, what it holds)
+    layers: tuple[tuple[str, str], ...] = ()
+    wheelhouse: bool = False  # an offline build: the context has the installer's wheels
     cuda: str | None = None  # the CUDA runtime the lock installs (major.minor); None: the resolved CUDA
     facts: MatrixFacts = field(kw_only=True)
 
@@ -218,6 +224,61 @@ def labels(data: RenderInput) -> dict[str, str]:
     return {k: v for k, v in values.items() if v}
 
 
+# The conda route installs the whole environment in one step; rattler links a transaction
+# into one prefix, so it is one layer.
+_CONDA_STEPS = ("COPY envbuild/ /tmp/envbuild/\n"
+                "RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json\n")
+_PIP_STEPS = (
+    "# The environment: a venv over the base's python3. Each layer of it is installed in a\n"
+    "# stage of its own below, from its part of the lock, so that a change to one package\n"
+    "# builds and pushes only its layer.\n"
+    "COPY envbuild/install.py envbuild/plan.json /tmp/envbuild/\n"
+    "@{wheelhouse}RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json\n"
+)
+_LAYER_STAGE = (
+    "# Layer @{layer}: @{what}\n"
+    "FROM install AS layer-@{layer}\n"
+    "COPY envbuild/layers/@{layer}/ /tmp/envbuild/layer/\n"
+    "RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer\n"
+    "\n"
+)
+LAYER_ROOT = "/tmp/envbuild/root"  # where install.py puts a layer's files (pip --root)
+
+
+def _install_steps(data: RenderInput) -> str:
+    if data.installer != "pip":
+        return _CONDA_STEPS
+    wheelhouse = "COPY envbuild/wheelhouse/ /tmp/envbuild/wheelhouse/\n" if data.wheelhouse else ""
+    return _Template(_PIP_STEPS).substitute(wheelhouse=wheelhouse)
+
+
+def _layer_stages(data: RenderInput) -> str:
+    return "".join(_Template(_LAYER_STAGE).substitute(layer=name, what=what) for name, what in data.layers)
+
+
+def _environment_copies(data: RenderInput) -> str:
+    # A layer is copied from its stage's root (`/`, not the prefix): the copy then carries the
+    # prefix's own directory entry as it was built, so the layer is byte-identical whenever
+    # its stage was not built again, whichever layer before it changed.
+    copies = [f"COPY --from=install {PREFIX} {PREFIX}\n"]
+    copies += [f"COPY --from=layer-{name} {LAYER_ROOT}/ /\n" for name, _ in data.layers]
+    return "".join(copies)
+
+
+def final_layers(data: RenderInput) -> tuple[str, ...]:
+    """What each layer the final stage adds to the base holds, in order: the distribution's
+    python3 (nvidia/cuda bases), the environment (the venv, or the whole conda prefix), each
+    pip layer, and envbuild's own files (probe, lockfiles)."""
+    python = ("python3",) if _runtime_python(data) else ()
+    return (*python, "environment", *(name for name, _ in data.layers), "envbuild")
+
+
+def _runtime_python(data: RenderInput) -> str:
+    # A base without its own python3 gets the distribution's in the install stage, and in the
+    # final stage too when the pip environment (a venv over it) needs it at run time.
+    return _RUNTIME_PYTHON if data.installer == "pip" and not data.facts.image_python else ""
+
+
 def render(data: RenderInput) -> str:
     stack = data.resolution.resolved
     if not data.resolution.usable or stack is None:
@@ -229,9 +290,6 @@ def render(data: RenderInput) -> str:
     label_text = " \\\n      ".join(f"{k}={quote(v)}" for k, v in labels(data).items())
     user_env = "".join(f" \\\n    {k}={quote(v)}" for k, v in data.resolution.spec.env)
     facts = data.facts
-    # A base without its own python3 gets the distribution's in the install stage, and in the
-    # final stage too when the pip environment (a venv over it) needs it at run time.
-    runtime_python = _RUNTIME_PYTHON if data.installer == "pip" and not facts.image_python else ""
     template = _Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         envbuild_version=__version__,
@@ -243,7 +301,10 @@ def render(data: RenderInput) -> str:
         require_cuda=quote(require_cuda(stack, facts.driver_floor, data.image_cuda)),
         user_env=user_env,
         labels=label_text,
-        runtime_python=runtime_python,
+        runtime_python=_runtime_python(data),
+        install_steps=_install_steps(data),
+        layer_stages=_layer_stages(data),
+        environment_copies=_environment_copies(data),
         family_comment=comment(facts.dockerfile_comment),
         install_python="" if facts.image_python else install_python(data.pip_wheel),
         base_check=base_check(data.installer, stack.python, base.ref, base.cuda),

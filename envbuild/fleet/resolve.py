@@ -135,7 +135,6 @@ class Resolves:
         # TK1's); once per name, as the joint request and every target ask. Whether it is
         # a data-center GPU is only in the resolved stack's GPU record, which the fleet's
         # report does not show, so a T4 and an RTX 2080 share one resolve.
-
         found = self.classes.get(gpu)
         if found is None:
             row = find_gpu(self.m, gpu)

@@ -8,7 +8,7 @@ from typing import Any
 
 from envbuild.html.markup import Markup, h
 from envbuild.html.page import badge, document, kv, legend, section
-from envbuild.probe import PERF_WARN_FRACTION
+from envbuild.verify.probe_api import PERF_WARN_FRACTION
 
 _LEGEND = ("pass", "warn", "fail", "skip")
 _LABELS = {"pass": "pass", "warn": "warning (never fails the run)", "fail": "fail",

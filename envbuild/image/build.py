@@ -21,7 +21,10 @@ from envbuild.progress import Progress, human_bytes  # Progress: `envbuild.image
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
 # the in-image installer's last line: how many bytes the final stage's COPY --from will copy
-READY = re.compile(r"^envbuild-install: environment ready in \S+ \((\d+) bytes\)")
+# (a pip environment's layer stages say it of their layer)
+READY = re.compile(r"^envbuild-install: (?:environment|layer) ready in \S+ \((\d+) bytes\)")
+STAGE = re.compile(r"^FROM \S+ AS (\S+)$", re.I)
+FROM_STAGE = re.compile(r"--from=(\S+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the classic builder colours a step's stderr red
 TAIL_LINES = 15
 
@@ -41,14 +44,17 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
     step, total, command = 0, 0, ""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     image_id = None
-    prefix_bytes = None  # the environment's size, once the installer has said it
+    stage = None  # the build stage the steps are in, by its name
+    copy_bytes = {}  # stage -> what its installer said the final stage will copy from it
     archive, size = _context_archive(context, progress)
     try:
         upload = _Upload(archive, size, progress.task("sending the build context", total=size))
         stream = client.api.build(fileobj=upload, custom_context=True, rm=True, forcerm=True, decode=True,
                                   platform=_docker_platform(platform), labels=labels)
         def running() -> str:  # what a silent step is called while it runs
-            copying = f" ({human_bytes(prefix_bytes)} to copy)" if prefix_bytes and "--from=" in command else ""
+            source = FROM_STAGE.search(command)
+            size = copy_bytes.get(source[1]) if source else None
+            copying = f" ({human_bytes(size)} to copy)" if size else ""
             return f"[{step}/{total}] {_short(command, 60)}{copying}"
 
         for item in progress.follow(stream, running):
@@ -67,12 +73,14 @@ def build(client, context: Path, *, platform: str | None = None, progress: Progr
                 match = STEP.match(line)
                 if match:
                     step, total, command = int(match[1]), int(match[2]), match[3]
+                    named = STAGE.match(command)
+                    stage = named[1] if named else (None if command.upper().startswith("FROM ") else stage)
                     tail.clear()
                     progress.line(f"[{step}/{total}] {progress.elapsed()}  {_short(command)}")
                 elif line.startswith("Successfully built "):
                     image_id = image_id or line.split()[-1]
                 elif READY.match(line):
-                    prefix_bytes = int(READY.match(line)[1])
+                    copy_bytes[stage] = int(READY.match(line)[1])
                     tail.append(line)
                     progress.log(line)
                 elif line.strip() and not line.startswith(" ---> ") and not line.startswith("Removing intermediate"):

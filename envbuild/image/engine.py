@@ -5,14 +5,49 @@ import http.client
 import json
 import os
 import socket
+import sys
 import urllib.parse
+from contextlib import contextmanager
+from typing import Iterator
 
 from envbuild.errors import EnvironmentProblem
 
 
-def _not_running(why: str) -> EnvironmentProblem:
+def _address() -> str:
     host = os.environ.get("DOCKER_HOST")
-    where = f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
+    return f"DOCKER_HOST={host}" if host else "unix:///var/run/docker.sock"
+
+
+@contextmanager
+def answering(during: str, *, afterwards: str = "no tag was changed") -> Iterator[None]:
+    """The engine's connection breaking while `during` (dockerd stopped or restarted in the
+    middle of a stream) as one line, exit 3. The engine's own answers pass through."""
+    try:
+        yield
+    except Exception as exc:
+        if not _connection_lost(exc):
+            raise
+        raise EnvironmentProblem(f"the Docker engine stopped answering during {during} ({type(exc).__name__})",
+                                 where=_address(),
+                                 hint=f"check that it runs (`docker info`), then run the command again; {afterwards}"
+                                 ) from None
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """A broken connection as the socket, http.client, urllib3 (ProtocolError: IncompleteRead)
+    or requests (ConnectionError) report it; never an answer the engine gave (APIError). The
+    libraries are looked up, not imported: an error cannot come from one that is not loaded,
+    and the cache-hit path never loads the docker SDK."""
+    docker, requests, urllib3 = (sys.modules.get(name) for name in ("docker", "requests", "urllib3"))
+    if docker is not None and isinstance(exc, docker.errors.APIError):
+        return False
+    return (isinstance(exc, (ConnectionError, http.client.HTTPException))
+            or (requests is not None and isinstance(exc, requests.exceptions.RequestException))
+            or (urllib3 is not None and isinstance(exc, urllib3.exceptions.HTTPError)))
+
+
+def _not_running(why: str) -> EnvironmentProblem:
+    where = _address()
     return EnvironmentProblem(
         f"the Docker engine is not running or not reachable at {where} ({why})",
         hint="start it with `sudo systemctl start docker` (or `sudo dockerd &`), or point DOCKER_HOST at a running engine",
@@ -90,6 +125,21 @@ def light_inspect(ref: str) -> dict | None:
         return client.api.inspect_image(image_id) if image_id else None
     status, body = answer
     return body if status == 200 and isinstance(body, dict) else None
+
+
+def light_history(ref: str) -> list[dict] | None:
+    """The engine's history of image `ref`, newest step first (`CreatedBy`, `Size` of the
+    layer it made); None when it has no such image. Falls back to the SDK."""
+    answer = light_get(f"/images/{urllib.parse.quote(ref, safe='')}/history")
+    if answer is None:
+        import docker
+
+        try:
+            return connect().api.history(ref)
+        except docker.errors.ImageNotFound:
+            return None
+    status, body = answer
+    return body if status == 200 and isinstance(body, list) else None
 
 
 def local_image_id(client, ref: str) -> str | None:

@@ -11,6 +11,7 @@ reading gigabytes of wheels would add nothing but time to every cache check.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from envbuild import __version__
@@ -21,8 +22,14 @@ from envbuild.model import Resolution, sha256_json, to_jsonable
 TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
 
 
-# Context folders whose files the lock pins by hash (see the module docstring).
+# Context folders whose files the lock pins by hash (see the module docstring): the
+# wheelhouse, the bundled conda archives, and the wheels of each pip layer.
 PINNED_BY_LOCK = ("envbuild/wheelhouse/", "envbuild/pkgs/")
+LAYER_WHEELS = re.compile(r"^envbuild/layers/[^/]+/wheels/")
+
+
+def pinned_by_lock(name: str) -> bool:
+    return name.startswith(PINNED_BY_LOCK) or LAYER_WHEELS.match(name) is not None
 
 
 def file_digests(root: Path, names: tuple[str, ...] | None = None) -> dict[str, str]:
@@ -33,7 +40,7 @@ def file_digests(root: Path, names: tuple[str, ...] | None = None) -> dict[str, 
     digests = {}
     for path in sorted(files):
         name = path.relative_to(root).as_posix()
-        if name.startswith(PINNED_BY_LOCK):
+        if pinned_by_lock(name):
             digests[name] = f"size:{path.stat().st_size}"
             continue
         mode = "x" if path.stat().st_mode & 0o111 else "-"

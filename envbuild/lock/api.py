@@ -106,8 +106,8 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     first = resolutions[chosen[0]]
 
     # Everything that can fail runs before anything is written.
-    if out.exists() and not out.is_dir():
-        raise UserError("exists and is not a folder", where=str(out), hint="name a folder for the lockfiles")
+    folder.guard(out, str(out), _names_written(any(needs_conda(spec, r) for r in resolutions.values()),
+                                               any(needs_pip(spec, r) for r in resolutions.values()), chosen))
     requests, solved = [], {}
     if any(needs_conda(spec, r) for r in resolutions.values()):
         requests = [r for p in chosen for r in build_requests(spec, resolutions[p], (p,), glibc)]
@@ -235,6 +235,17 @@ def _cuda_reports(resolutions: dict[str, Resolution], platforms, solved, pip_loc
         if stack.cuda or report.components:
             out.append(report)
     return tuple(out)
+
+
+def _names_written(conda: bool, pip: bool, platforms) -> list[str]:
+    """The files a lock may write, known before the solve."""
+    names = []
+    if conda:
+        names += [folder.CONDA_LOCKFILE, *(folder.explicit_name(p) for p in platforms)]
+    if pip:
+        names += [folder.BASE_PACKAGES] + [name for i, p in enumerate(platforms)
+                                            for name in (folder.pip_lock_name(p, i == 0), folder.pylock_name(p, i == 0))]
+    return names
 
 
 def _sources(spec: Spec) -> list[str]:

@@ -59,7 +59,7 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir,
         if not path.exists():
             problems.append(f"{path} is missing")
             continue
-        text = path.read_text(encoding="utf-8")
+        text = folder.read_lock_text(path)
         problems += [f"{path.name}: {line}" for line in stamp.differences(pip_lock.read_stamp(text))]
         path = out / folder.pylock_name(platform, i == 0)
         if not path.exists():
@@ -67,7 +67,7 @@ def check(spec: Spec, resolution: Resolution, platforms, out_dir,
                 problems.append(f"{path} is missing")
             continue
         problems += [f"{path.name}: {line}"
-                     for line in stamp.differences(pylock.read_stamp(path.read_text(encoding="utf-8")))]
+                     for line in stamp.differences(pylock.read_stamp(folder.read_lock_text(path)))]
 
     if not problems and out.is_dir():  # the stamps agree: is every file the one written with them?
         problems += folder.verify(out)

@@ -17,6 +17,13 @@ ever see a new conda-lock.yml next to an old explicit file, so a set is replaced
 Writers hold an flock on the folder while they write, so two runs never interleave; the
 second says it waits. Staging folders of killed runs are removed by the next writer (while
 it holds the lock, no other run can be using one).
+
+A file is replaced or removed only where the record proves envbuild wrote it: a regular
+file whose sha256 is the recorded one. A file without that proof (a project's own
+requirements.lock, one edited by hand, one a stale or forged record names; a link, pipe
+or device) is the user's: a lock that would write that name is refused (before the solve,
+and again before the switch), and an old name the new set drops is left as it is. The
+record is a hint that can prove a file is envbuild's, never authority to remove another.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -37,7 +45,8 @@ from typing import Iterator
 import yaml
 
 from envbuild import say
-from envbuild.atomic import exchange, naming
+from envbuild.atomic import exchange, move_aside, naming
+from envbuild.errors import UserError
 from envbuild.urls import strip_text
 
 CONDA_LOCKFILE = "conda-lock.yml"
@@ -89,15 +98,37 @@ def read_conda_lockfile(path: Path):
     """The parsed conda-lock.yml at `path`, read with PyYAML's C loader where it is built (a
     lock of 200 packages parses several times faster than with the pure-Python one).
     Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(read_lock_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def read_lock_text(path: Path) -> str:
+    """The text of a lock file. A pipe or device in its place (or a link to one) is refused
+    in one line, never read or waited on. Raises OSError, UnicodeDecodeError or UserError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise UserError("is not a regular file, so it cannot be envbuild's lock file", where=str(path),
+                            hint="move it out of the lock folder and run `envbuild lock` again")
+        return handle.read().decode("utf-8")
+
+
+_MAX_RECORD_BYTES = 1 << 20  # a record of a few dozen files is a few KB
 
 
 def read_record(folder: Path) -> dict[str, str] | None:
-    """{file name: sha256} as the last complete write recorded it; None when there is none."""
+    """{file name: sha256} as the last complete write recorded it; None when there is none
+    (or a link, pipe or device stands in its place: never followed, read or waited on)."""
     try:
-        data = json.loads((Path(folder) / RECORD).read_text(encoding="utf-8"))
-        files = data["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        fd = os.open(Path(folder) / RECORD, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        text = handle.read(_MAX_RECORD_BYTES + 1)
+    try:
+        files = json.loads(text)["files"]
+    except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         return None
@@ -110,8 +141,8 @@ def read_base_packages(folder: Path) -> dict | None:
     """base-packages.json of a lock folder (`envbuild.lock.base_packages`: which pins of the
     pip lock the base image provides), None when there is none or it is unreadable."""
     try:
-        data = json.loads((Path(folder) / BASE_PACKAGES).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_lock_text(Path(folder) / BASE_PACKAGES))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return data if isinstance(data, dict) and isinstance(data.get("from_base"), dict) else None
 
@@ -138,6 +169,64 @@ def verify(folder: Path) -> list[str]:
             problems.append(f"{path} is not part of the recorded lock (left from an older run, or not "
                             "envbuild's: move it out of the lock folder)")
     return problems
+
+
+def is_proven(folder: Path, name: str, record: dict[str, str] | None) -> bool:
+    """Whether `folder/name` is the file envbuild wrote: a regular file (not a link) whose
+    sha256 is the one `record` has for it."""
+    path = Path(folder) / name
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+    return regular and record is not None and name in record and sha256_file(path) == record[name]
+
+
+def not_ours(folder: Path, names) -> list[str]:
+    """Those of `names` (and the record) that exist in `folder` without proof that envbuild
+    wrote them: a new lock must not replace them."""
+    folder = Path(folder)
+    record = read_record(folder)
+    found = []
+    for name in sorted({*names, RECORD}):
+        try:
+            info = os.lstat(folder / name)
+        except OSError:
+            continue
+        if name == RECORD:
+            if not stat.S_ISREG(info.st_mode):
+                found.append(name)
+        elif not is_proven(folder, name, record):
+            found.append(name)
+    return found
+
+
+def guard(folder: Path, where: str, names) -> None:
+    """Refuse a lock folder where writing the lock files `names` would replace a file
+    envbuild did not write (before the solve, and again under the folder's lock before the
+    switch)."""
+    folder = Path(folder)
+    if Path(os.path.abspath(folder)).resolve() == Path("/"):
+        raise UserError("the lock folder cannot be the filesystem root", where=where, hint="name a folder of its own")
+    if folder.exists() and not folder.is_dir():
+        raise UserError("exists and is not a folder", where=where, hint="name a folder for the lockfiles")
+    foreign = not_ours(folder, names) if folder.is_dir() else []
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"the folder holds {shown}, which envbuild did not write (or which changed since) and "
+                        "will not replace", where=where,
+                        hint="move it out of the folder, or lock into a folder of its own, e.g. -o lock")
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """Entries in `folder` that are no part of an envbuild lock: the folder is then not a lock
+    folder (a project root, /etc) and only `envbuild lock -o` may write a lock into it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    record = read_record(folder) or {}
+    return [entry for entry in sorted(os.listdir(folder))
+            if not (entry in (RECORD, COMMIT) or entry.startswith(STAGE) or entry in record)]
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -235,6 +324,7 @@ def replacing(folder: Path) -> Iterator[NewSet]:
         try:
             new = NewSet(stage)
             yield new
+            guard(folder, str(folder), new.names)
             new.seal()
             if not (swap and _exchange(stage, folder)):
                 _commit(stage, folder)
@@ -309,8 +399,8 @@ def _can_swap(folder: Path) -> bool:
             return False
         if not os.access(folder.resolve().parent, os.W_OK):
             return False
-        recorded = set(read_record(folder) or ())
-        return all(path.name in recorded or (_is_ours(path.name) and not is_lock_file(path.name))
+        record = read_record(folder)
+        return all(is_proven(folder, path.name, record) or (_is_ours(path.name) and not is_lock_file(path.name))
                    for path in folder.iterdir())
     except OSError:
         return False
@@ -353,12 +443,24 @@ def finish_interrupted(folder: Path) -> None:
     old = read_record(folder) or {}
     for name in record:
         if (commit / name).exists():
+            _set_aside_unless_ours(folder, name, old, record)
             os.replace(commit / name, folder / name)
             fault_step(f"moved {name}")
     for name in old:  # files of the old set that the new one does not have; never anyone else's
-        if name not in record and is_lock_file(name) and (folder / name).is_file():
+        if name not in record and is_lock_file(name) and is_proven(folder, name, old):
             (folder / name).unlink()
             fault_step(f"removed old {name}")
     os.replace(commit / RECORD, folder / RECORD)
     fault_step("moved the record")
     shutil.rmtree(commit)
+
+
+def _set_aside_unless_ours(folder: Path, name: str, old: dict[str, str], new: dict[str, str]) -> None:
+    """Before a committed file takes its place: whatever is at `folder/name` and is neither
+    the old set's file nor already the new one (put there while a killed write waited to be
+    finished) is moved aside, never replaced."""
+    path = folder / name
+    if not os.path.lexists(path) or is_proven(folder, name, old) or is_proven(folder, name, new):
+        return
+    aside = move_aside(path)
+    say.warning(f"moved {path}, which envbuild did not write, aside to {aside}")

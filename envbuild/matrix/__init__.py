@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "cloud_instances": ("cloud_instances.yaml", "instances", t.CloudInstance),
     "pythons": ("pythons.yaml", "releases", t.PythonRelease),
     "packages": ("packages.yaml", "packages", t.Package),
+    "image_layers": ("packages.yaml", "layers", t.ImageLayer),
     "target_glibc": ("lock_targets.yaml", "glibc", t.TargetGlibc),
     "target_defaults": ("lock_targets.yaml", "defaults", t.TargetDefaults),
     "target_archspec": ("lock_targets.yaml", "archspec", t.TargetArchspec),
@@ -106,6 +108,7 @@ class Matrices:
     family_rules: tuple[t.FamilyRule, ...] = ()
     pythons: tuple[t.PythonRelease, ...] = ()
     packages: tuple[t.Package, ...] = ()
+    image_layers: tuple[t.ImageLayer, ...] = ()
     target_glibc: tuple[t.TargetGlibc, ...] = ()
     target_defaults: tuple[t.TargetDefaults, ...] = ()
     target_archspec: tuple[t.TargetArchspec, ...] = ()
@@ -162,6 +165,7 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     tables["base_images"] = _with_distribution_python(tables["base_images"], tables["distribution_pythons"])
     _check_every_os_has_glibc(tables)
     _check_gpu_host_platforms(tables["gpus"])
+    _check_image_layers(tables["image_layers"])
     return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
 
 
@@ -190,6 +194,28 @@ def _check_gpu_host_platforms(gpus: tuple) -> None:
         if unknown:
             raise MatrixError(f"{filename}:{key}[{i}]: unknown host platform(s) {', '.join(map(repr, unknown))} "
                               f"for {row.name} (host_platforms is a list of: {', '.join(GPU_HOST_PLATFORMS)})")
+
+
+# A layer's name becomes part of a build stage's name in the Dockerfile: only these characters,
+# and none of the names envbuild/dockerfile/layers.py gives the layers it adds after the table's.
+LAYER_NAME = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+RESERVED_LAYERS = ("environment", "dependencies", "package")
+
+
+def _check_image_layers(layers: tuple) -> None:
+    """A layer name is a Dockerfile stage name and must not clash with the layers envbuild
+    adds after the table's; its patterns are a list (a bare string would be matched per
+    character)."""
+    filename, key, _ = TABLES["image_layers"]
+    seen = set()
+    for i, row in enumerate(layers):
+        if not re.fullmatch(LAYER_NAME, row.layer) or row.layer in RESERVED_LAYERS or row.layer in seen:
+            raise MatrixError(f"{filename}:{key}[{i}]: layer name {row.layer!r} must be unique, lower-case letters, "
+                              f"digits and dashes, and none of {', '.join(RESERVED_LAYERS)}")
+        seen.add(row.layer)
+        if not isinstance(row.packages, tuple) or not row.packages:
+            raise MatrixError(f"{filename}:{key}[{i}]: packages of layer {row.layer} must be a list of name "
+                              f"patterns, e.g. ['nvidia-*']")
 
 
 def _with_distribution_python(images: tuple, pythons: tuple) -> tuple:

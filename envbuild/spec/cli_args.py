@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from envbuild import say
-from envbuild.errors import UserError
+from envbuild.errors import UserError, clip, shown
 from envbuild.model import BASE_FACTS, BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
 from envbuild.spec.parse import RawSpec, read_spec_file
 from envbuild.spec.validate import GpuCheck, canonical_framework, split_framework, validate_raw
@@ -164,7 +164,7 @@ def _boolean(text: str, name: str) -> bool:
 def overlay_args(raw: Any, args: argparse.Namespace, host: HostReader | None = None) -> None:
     """Lay the flags over a `RawSpec` in place; each value remembers the flag it came from."""
     for text in getattr(args, "framework", None) or []:
-        where = f"--framework {text}"
+        where = f"--framework {clip(text)}"
         try:
             name, constraint = split_framework(text)
         except ValueError as exc:
@@ -273,7 +273,7 @@ def _from_flag(raw: Any, key: str) -> bool:
 def _set_gpus(raw: Any, gpus: list[str], flag: str) -> None:
     raw.set(("target", "gpus"), list(gpus), flag)
     for i, gpu in enumerate(gpus):
-        raw.locations[("target", "gpus", i)] = f"{flag} {gpu!r}"
+        raw.locations[("target", "gpus", i)] = f"{flag} {shown(gpu)}"
 
 
 def _overlay_host(raw: Any, args: argparse.Namespace, host: HostReader | None) -> None:

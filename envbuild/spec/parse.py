@@ -8,6 +8,7 @@ text as written: YAML reads `python: 3.10` as the float 3.1, and the validator n
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from envbuild.errors import UserError
+from envbuild.errors import UserError, clip
 
 Path_ = tuple  # a path into the raw mapping: ("target", "gpus", 0)
 
@@ -65,6 +66,9 @@ class RawSpec:
             for stale in [p for p in table if p[: len(prefix)] == prefix]:
                 del table[stale]
 
+
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+_STANDARD_TAG = "tag:yaml.org,2002:"
 
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a spec is a few hundred bytes; anything near this is a mistake
 
@@ -126,11 +130,13 @@ def parse_text(text: str, source: str | None = None) -> RawSpec:
         data = builder.build(root, ()) if root is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
+        # The parser may quote the text it stopped at ("the tag '!...'"); a file that is not
+        # YAML may be anything, a password file too, so no quoted part is shown.
+        problem = _QUOTED.sub("", exc.problem or exc.context or "invalid YAML").strip(" :")
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
         raise UserError(f"invalid YAML: {problem}", where=where, hint="fix the YAML syntax") from None
-    except yaml.YAMLError as exc:
-        raise UserError(f"invalid YAML: {exc}", where=label) from None
+    except yaml.YAMLError:
+        raise UserError("invalid YAML", where=label, hint="fix the YAML syntax") from None
     except RecursionError:
         raise UserError("invalid YAML: nested too deeply", where=label) from None
     finally:
@@ -210,7 +216,9 @@ class _Builder:
 
     def _expect_tag(self, node: Any, kind: str) -> None:
         if node.tag != f"tag:yaml.org,2002:{kind}":
-            raise UserError(f"unsupported YAML tag {node.tag}", where=self.at(node), hint="remove the tag")
+            standard = node.tag.startswith(_STANDARD_TAG)  # `!!python/object`; a local tag is the file's own text
+            shown = f" !!{clip(node.tag[len(_STANDARD_TAG):], 40)}" if standard else ""
+            raise UserError(f"unsupported YAML tag{shown}", where=self.at(node), hint="remove the tag")
 
 
 def _kind(value: Any) -> str:

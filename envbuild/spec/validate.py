@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envbuild import fields, frameworks
-from envbuild.errors import UserError, UserErrors
+from envbuild.errors import UserError, UserErrors, clip, shown
 from envbuild.memory_size import parse_gib
 from envbuild.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, FRAMEWORKS, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
@@ -39,6 +39,11 @@ NESTED_KEYS = {
     "resources": ("gpus", "gpu_memory"),
 }
 
+# The longest key or value a spec may hold (a pip requirement with a wheel URL and its hash
+# is about 250). Checked before any pattern reads a value, so a 100,000-character value is
+# refused at once, and no message ever has to show one whole.
+MAX_VALUE_CHARS = 1024
+
 # Names people write for a framework -> the canonical name (each plugin's `aliases`). Names
 # that carry a CUDA major (cupy-cuda12x, cudf-cu12, jax-cuda12-plugin) are the plugins'
 # `cuda_in_name` patterns.
@@ -50,17 +55,19 @@ _CUDA_IN_NAME = tuple((pattern, p.name, digits_are)
 # CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
 _CPU_ONLY = {cpu: p.name for p in frameworks.all() for cpu in p.cpu_only}
 
-_DRIVER = r"\d{2,4}\.\d{1,3}(\.\d{1,3})?"
+_DRIVER = r"[0-9]{2,4}\.[0-9]{1,3}(\.[0-9]{1,3})?"
 # what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",
 # "GeForce GTX 1050 Ti with Max-Q Design", "Quadro RTX 6000/8000", "NVIDIA H100 80GB HBM3"
 _GPU_NAME = r"[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}"
-_CC = r"(?i:\d{1,2}\.\d|(?:sm|compute)_\d{2,3}[af]?)"
+_CC = r"(?i:[0-9]{1,2}\.[0-9]|(?:sm|compute)_[0-9]{2,3}[af]?)"
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 _PACKAGE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*"
-_OS_LABEL = r"[a-z]+\d+(?:\.\d+)?"  # as base image tags write it: ubuntu22.04, debian12, ubi9
+_OS_LABEL = r"[a-z]+[0-9]+(?:\.[0-9]+)?"  # as base image tags write it: ubuntu22.04, debian12, ubi9
 _FLAVOURS = ("base", "runtime", "devel")
 # Every pattern here is applied with re.fullmatch (\A...\Z): `$` would accept a final newline.
+# Digits are [0-9]: `\d` also matches other scripts' digits (full-width ８.６), which the
+# version and compute-capability parsers rightly refuse.
 # They are kept as text: `re` compiles one when it is first used (and keeps it), so a spec
 # that names no image or channel does not pay for those.
 # A channel: a name (conda-forge, pytorch/label/nightly), a URL or a local folder. No spaces,
@@ -210,6 +217,38 @@ class _Validator:
             raise self.fail(path, f"unknown {self.label(path).rsplit('.', 1)[-1]} {value!r}", hint)
         return value
 
+    def check_lengths(self) -> None:
+        """No key or value longer than MAX_VALUE_CHARS (see there)."""
+        pending = [((), self.data)]
+        while pending:
+            path, node = pending.pop()
+            items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+            for key, value in items:
+                child = path + (key,)
+                if isinstance(key, str) and len(key) > MAX_VALUE_CHARS:
+                    raise self.fail(child, f"the key {shown(key)} is longer than the {MAX_VALUE_CHARS} characters "
+                                           "a spec key may have", "check that this is the right file", key=True)
+                text = self.raw.texts.get(child, value)
+                if isinstance(text, str) and len(text) > MAX_VALUE_CHARS:
+                    raise self.fail(child, f"{clip(self.label(child), 80)} is {len(text)} characters long; a spec "
+                                           f"value may have {MAX_VALUE_CHARS}", "shorten it")
+                if isinstance(value, (dict, list)):
+                    pending.append((child, value))
+
+    def check_is_a_spec(self) -> None:
+        """Refuse a file none of whose top-level keys is a spec key or close to one (a wrong
+        path, a link to another file): its text may be anything, a password file's too, so
+        none of it is shown, and nothing else is said about it."""
+        def from_file(key):  # a flag records no place for the keys above the one it sets
+            where = self.raw.key_locations.get((key,))
+            return where is not None and not where.startswith("--")
+
+        keys = [key for key in self.data if from_file(key)]
+        if keys and not any(key in TOP_KEYS or did_you_mean(key, TOP_KEYS) for key in keys):
+            raise UserError("this file is not an envbuild spec: none of its top-level keys is a spec key",
+                            where=self.raw.source or "spec",
+                            hint=f"check the path; a spec has keys such as {', '.join(TOP_KEYS[:4])}")
+
     def check_keys(self, path: tuple, allowed: tuple[str, ...]) -> None:
         for key in self.mapping(path) if path else self.data:
             if key in allowed:
@@ -242,6 +281,8 @@ class _Validator:
 
     # --- the spec ------------------------------------------------------------------------
     def spec(self) -> Spec:
+        self.check_lengths()  # before any pattern reads a value, and alone: nothing else is read then
+        self.check_is_a_spec()
         collect = self.collect
         collect(lambda: self.check_keys((), TOP_KEYS))
         for parent, keys in NESTED_KEYS.items():
@@ -437,9 +478,9 @@ class _Validator:
         """major (any minor of it), major.minor, or a full release; `cu121` is read as 12.1."""
         path = ("cuda",)
         text = self.string(path)
-        if text is not None and re.fullmatch(r"cu\d{2,4}", text, re.IGNORECASE):
+        if text is not None and re.fullmatch(r"cu[0-9]{2,4}", text, re.IGNORECASE):
             self.data["cuda"] = text = cuda_from_local(text)
-        elif text is not None and re.fullmatch(r"\d+\.[x*]", text):  # "12.x" / "12.*": any 12.x
+        elif text is not None and re.fullmatch(r"[0-9]+\.[x*]", text):  # "12.x" / "12.*": any 12.x
             self.data["cuda"] = text = text.split(".")[0]
         return self.version(path, "CUDA", parts=(1, 4), example='"12.1", "12" (any 12.x) or "11.0.221"')
 
@@ -470,6 +511,9 @@ class _Validator:
             if not 1 <= cc.major <= 20:
                 raise self.fail(path, f"unknown compute capability {name!r}", "write it like 8.6")
             return str(cc)
+        if not name.isascii():  # the matcher reads other letters as spaces: "A100:８" would be an A100
+            raise self.fail(path, f"unreadable GPU name {shown(name)}",
+                            "write it in ASCII letters and digits, e.g. A100 or 8.6")
         found, hint = self.gpu_check(name) if self.gpu_check else (False, None)
         if found:
             return name
@@ -544,7 +588,7 @@ class _Validator:
         except ValueError:
             name, version = value, None
         known = canonical_framework(name)
-        if known is None or not version or not re.fullmatch(r"\d+(\.\d+)*", version.lstrip("=")):
+        if known is None or not version or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", version.lstrip("=")):
             raise self.fail(path, f"malformed framework {value!r}", f"write NAME==VERSION, e.g. pytorch==2.8.0 "
                             f"(frameworks: {', '.join(FRAMEWORKS)})")
         return f"{known[0]}=={version.lstrip('=')}"
@@ -632,17 +676,24 @@ _INDEX_URL = r"(?:https?://[A-Za-z0-9.\-\[\]:]+(?:@[A-Za-z0-9.\-\[\]:]+)?|file:/
 def check_index_url(text: str, where: str) -> str:
     """A pip index URL as the lock and pip's command line take it: http(s) or file, one line,
     no spaces or quotes (credentials, if any, are masked in every message and file)."""
-    ok = re.fullmatch(_INDEX_URL, text) is not None
+    ok = len(text) <= MAX_VALUE_CHARS and re.fullmatch(_INDEX_URL, text) is not None
     if ok:
         try:
             parts = urlsplit(text)
-            ok = parts.scheme == "file" or bool(parts.hostname)
+            ok = parts.scheme == "file" or bool(parts.hostname) and _dns_name_fits(parts.hostname)
         except ValueError:
             ok = False
     if not ok:
-        raise UserError(f"malformed index URL {mask(text)!r}", where=where,
+        raise UserError(f"malformed index URL {shown(mask(text))}", where=where,
                         hint="write e.g. https://pypi.org/simple; put credentials in ~/.netrc or keyring, not in the URL")
     return text
+
+
+def _dns_name_fits(host: str) -> bool:
+    """DNS's limits (253 characters, 63 per label), which HTTP clients enforce by raising."""
+    if ":" in host:  # an IPv6 address
+        return True
+    return len(host) <= 253 and all(0 < len(label) <= 63 for label in host.rstrip(".").split("."))
 
 
 def _same_cuda(a: str, b: str) -> bool:

@@ -9,7 +9,9 @@ Each module `envbuild/targets/<kind>.py` defines
     SUFFIX          the file name ending of its job definition (".yaml", ".sh", ".py", ".json")
     render(job)     -> the job definition text for a `Job`
 and, for kinds that `envbuild verify --fleet` can submit to,
-    submit(jobs, workdir, progress) -> {target name: probe report dict}
+    submit(jobs, workdir, progress) -> {job name: what the scheduler said of it}: the
+                    job's id and final state, where its output is, and what it printed
+                    (`printed`, in which envbuild.verify finds the probe's report)
                     (progress: an envbuild.progress.Progress; `status` for the polled
                     state, `line` for a milestone)
 and, for kinds that can run on another kind's targets,

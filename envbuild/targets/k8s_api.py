@@ -21,7 +21,6 @@ import yaml
 
 from envbuild import atomic
 from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.probe_report import report_from_output
 
 REQUEST_TIMEOUT = (10, 60)  # seconds to connect, to read one answer
 
@@ -133,7 +132,7 @@ def _wait(batch, core, ctx, created, workdir, progress, timeout, poll) -> dict[s
     results = {}
     for key, (namespace, name) in created.items():
         log, why = _pod_output(core, ctx, namespace, name)
-        results[key] = {"scheduler_job": f"{namespace}/{name}", "state": states[key], "probe": report_from_output(log),
+        results[key] = {"scheduler_job": f"{namespace}/{name}", "state": states[key], "printed": log,
                         "manifest": str(workdir / f"{key}.yaml"),
                         "output": f"kubectl logs -n {namespace} job/{name} (deleted after the run)",
                         "tail": "" if states[key] == "COMPLETE" else (log[-2000:] + why)}

@@ -23,9 +23,9 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from envbuild import atomic, fields, probe, say
+from envbuild import atomic, fields, say
 from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.probe_report import report_from_output
+from envbuild.paths import PROBE_FILE
 from envbuild.targets.job import IMAGE_PROBE, Job
 
 KIND = "slurm"
@@ -88,7 +88,7 @@ def render(job: Job) -> str:
               "#SBATCH --nodes=1", "#SBATCH --ntasks=1"]
     if runtime == "host" and job.probe_path == IMAGE_PROBE:
         # no container on the node: this envbuild's probe, run by the node's own Python
-        job = replace(job, probe_path=str(Path(probe.__file__).resolve()))
+        job = replace(job, probe_path=str(PROBE_FILE))
     lines += ["set -euo pipefail", f"IMAGE={shlex.quote(job.image)}",
               "# The image carries CUDA and its libraries: no `module load cuda` (it would shadow them)."]
     if runtime in ("docker", "podman"):
@@ -165,7 +165,7 @@ def submit(jobs: list[Job], workdir, progress, *, timeout: float = 900, poll: fl
     results = {}
     for name, jid in ids.items():
         text = outputs[name].read_text(errors="replace") if outputs[name].exists() else ""
-        results[name] = {"scheduler_job": jid, "state": states[name], "probe": report_from_output(text),
+        results[name] = {"scheduler_job": jid, "state": states[name], "printed": text,
                          "output": str(outputs[name]), "tail": text[-2000:] if states[name] != "COMPLETED" else ""}
     return results
 

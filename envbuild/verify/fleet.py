@@ -21,6 +21,7 @@ from envbuild.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
 from envbuild.verify.junit import junit_tree
+from envbuild.verify.probe_api import report_from_output
 
 
 def job_for(image: str, target: Target, *, static: bool) -> Job:
@@ -65,7 +66,7 @@ def verify_fleet(image: str | Mapping[str, str], targets: tuple[Target, ...], wo
     for t in targets:
         job = job_for(image_of(t), t, static=static)
         r = results.get(job.name, {})
-        probe = r.get("probe")
+        probe = report_from_output(r["printed"]) if "printed" in r else None
         checks = list(probe.get("checks", [])) if probe else []
         failed = [c["name"] for c in checks if c["status"] == "fail" and c.get("required", True)]
         reason = skipped.get(t.name)
@@ -110,7 +111,7 @@ def write_junit(path, report: dict[str, Any]) -> None:
     root.set("tests", str(sum(int(s.get("tests")) for s in root)))
     root.set("failures", str(sum(int(s.get("failures")) for s in root)))
     ET.indent(root)
-    with atomic.replacing(path, "wb") as fh:
+    with atomic.output(path, "wb") as fh:
         ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
 
 

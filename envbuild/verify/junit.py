@@ -48,5 +48,5 @@ def junit_tree(checks: list[dict[str, Any]], suite: str = "envbuild.verify", ela
 def write_junit(path: str | os.PathLike, checks: list[dict[str, Any]], suite: str = "envbuild.verify",
                 elapsed_s: float = 0.0, properties: dict[str, str] | None = None) -> None:
     """Write atomically: a failed run never leaves a half-written file behind."""
-    with atomic.replacing(path, "wb") as fh:
+    with atomic.output(path, "wb") as fh:
         junit_tree(checks, suite, elapsed_s, properties).write(fh, encoding="utf-8", xml_declaration=True)

@@ -15,13 +15,12 @@ import json
 import tarfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from envbuild import probe as probe_module
 from envbuild import say
 from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.probe_report import report_from_output
+from envbuild.paths import PROBE_FILE
+from envbuild.verify import probe_api
 
 PROBE_DIR = "/tmp/envbuild-probe"
 # /bin/sh -c replaces the image's entrypoint (NVIDIA's prints a banner on stdout)
@@ -63,7 +62,7 @@ class Report:
         return {k: str(v) for k, v in values.items() if v}
 
     def to_json(self) -> dict[str, Any]:
-        counts = {s: sum(1 for c in self.checks if c["status"] == s) for s in probe_module.STATUSES}
+        counts = {s: sum(1 for c in self.checks if c["status"] == s) for s in probe_api.STATUSES}
         return {
             "verdict": "pass" if self.ok else "fail",
             "image": self.image,
@@ -84,7 +83,7 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     docs/verify.md) for a failed or warning check, null for a passing or skipped one.
     GPU checks that failed only because no GPU was passed in share the reason the
     runner found for that (e.g. `no_gpu_runtime`), else `no_device`."""
-    run_level = next((c.get("data", {}).get("signature") or (probe_module.recognise_failure(
+    run_level = next((c.get("data", {}).get("signature") or (probe_api.recognise_failure(
         " ".join(str(c.get(k) or "") for k in ("details", "cause"))) or {}).get("name")
         for c in checks if c["name"] == "runner.gpu_request" and c["status"] == "fail"), None)
     out = []
@@ -93,9 +92,9 @@ def with_signatures(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if c["status"] in ("fail", "warn"):
             signature = (c.get("data") or {}).get("signature")
             if not signature:
-                found = probe_module.recognise_failure(" ".join(str(c.get(k) or "") for k in ("details", "cause")))
+                found = probe_api.recognise_failure(" ".join(str(c.get(k) or "") for k in ("details", "cause")))
                 signature = found["name"] if found else None
-            if not signature and probe_module.NO_GPU in str(c.get("details") or ""):
+            if not signature and probe_api.NO_GPU in str(c.get("details") or ""):
                 signature = run_level or "no_device"
             if not signature and c["status"] == "fail":
                 signature = GENERIC_SIGNATURE
@@ -125,21 +124,21 @@ def run_verify(image: str, gpus: str | None = "all", expect: Expectations | None
     request = _device_requests(gpus) if gpus else None
     result = _run_probe(docker_client, image, payload, request, timeout, perf, progress, static)
     if request is not None and result["start_error"]:
-        sig = probe_module.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
-        runner_checks.append(probe_module.check(
+        sig = probe_api.recognise_failure(result["start_error"], {"cuda": labels.get("io.envbuild.cuda")})
+        runner_checks.append(probe_api.check(
             "runner.gpu_request", "fail", "Docker could not start the container with GPUs: %s" %
-            probe_module._first_line(result["start_error"]),
+            probe_api.first_line(result["start_error"]),
             "%s (%s)" % (sig["cause"], sig["name"]) if sig else "the container runtime refused the GPU request",
             sig["fix"] if sig else "check `docker run --gpus all IMAGE nvidia-smi` on this host"))
         result = _run_probe(docker_client, image, payload, None, timeout, perf, progress, static)
         gpus = None
     if result["start_error"]:
-        raise EnvironmentProblem(f"could not run a container of {image}: {probe_module._first_line(result['start_error'])}")
-    report_json = report_from_output(result["stdout"])
+        raise EnvironmentProblem(f"could not run a container of {image}: {probe_api.first_line(result['start_error'])}")
+    report_json = probe_api.report_from_output(result["stdout"])
     if report_json is None:
         tail = (result["stderr"] or result["stdout"] or "").strip()[-500:]
         no_python = "not found" in tail or result["exit"] == 127
-        runner_checks.append(probe_module.check(
+        runner_checks.append(probe_api.check(
             "runner.probe", "fail", "the probe produced no report (exit %s): %s" % (result["exit"], tail or "no output"),
             "the image has no Python interpreter" if no_python else "the probe crashed",
             "install python3 in the image (the probe needs only its standard library)" if no_python
@@ -190,7 +189,7 @@ def _device_requests(gpus: str):
 
 
 def _probe_archive() -> bytes:
-    data = Path(probe_module.__file__).read_bytes()
+    data = PROBE_FILE.read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         folder = tarfile.TarInfo(PROBE_DIR.strip("/").split("/")[-1])

@@ -1,7 +1,7 @@
 """The human summary printed by `envbuild verify`."""
 from __future__ import annotations
 
-from envbuild import probe
+from envbuild.verify.probe_api import format_text
 from envbuild.verify.runner import Report
 
 
@@ -16,7 +16,7 @@ def summary_text(report: Report) -> str:
         f"driver:  {info.get('driver') or '-'} (CUDA up to {info.get('driver_max_cuda') or '-'}); "
         f"image CUDA {info.get('image_cuda') or '-'}",
     ]
-    body = probe.format_text(dict(info, checks=report.checks, summary=data["summary"],
+    body = format_text(dict(info, checks=report.checks, summary=data["summary"],
                                   mode=info.get("mode", "full"), python=info.get("python", "?"),
                                   elapsed_s=data["elapsed_s"]))
     return "\n".join(head) + "\n" + body

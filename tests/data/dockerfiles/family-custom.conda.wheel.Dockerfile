@@ -7,8 +7,8 @@
 # with its python3, and a pip environment is a venv over that Python with its
 # site-packages visible, so what the base carries stays importable. The first build
 # step checks the Python and CUDA those facts named.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM registry.example.com/acme/ml-base:2024.1 AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage

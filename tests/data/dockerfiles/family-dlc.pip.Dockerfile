@@ -7,8 +7,8 @@
 # (or a pull-through mirror given with --registry-mirror). They run as root with their
 # framework in the Python first on PATH; the installer runs with that Python and a pip
 # environment is a venv over it, so the base's framework stays importable.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-ec2 AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage
@@ -33,11 +33,32 @@ RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         *) echo "envbuild: error: base image 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-ec2: it carries CUDA $cuda, the stack was checked against CUDA 12.1 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.1, and lock again)" >&2; \
            exit 1 ;; \
     esac
-COPY envbuild/ /tmp/envbuild/
+# The environment: a venv over the base's python3. Each layer of it is installed in a
+# stage of its own below, from its part of the lock, so that a change to one package
+# builds and pushes only its layer.
+COPY envbuild/install.py envbuild/plan.json /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+# Layer frameworks: cupy-cuda12x 13.3.0
+FROM install AS layer-frameworks
+COPY envbuild/layers/frameworks/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer dependencies: 2 pins: fastrlock 0.8.2, numpy 2.1.3
+FROM install AS layer-dependencies
+COPY envbuild/layers/dependencies/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer package-1: einops 0.8.0
+FROM install AS layer-package-1
+COPY envbuild/layers/package-1/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
 
 FROM 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-ec2
 COPY --from=install /opt/env /opt/env
+COPY --from=layer-frameworks /tmp/envbuild/root/ /
+COPY --from=layer-dependencies /tmp/envbuild/root/ /
+COPY --from=layer-package-1 /tmp/envbuild/root/ /
 COPY envbuild/image/ /opt/envbuild/
 ENV PATH=/opt/env/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \

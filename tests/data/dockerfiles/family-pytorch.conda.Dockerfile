@@ -5,8 +5,8 @@
 # pytorch/pytorch images carry PyTorch in the conda environment at /opt/conda, whose
 # python3 is first on PATH; the installer runs with it. A pip environment is a venv over
 # that Python with its site-packages visible, so the base's torch stays importable.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage

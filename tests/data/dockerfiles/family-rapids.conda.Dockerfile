@@ -5,8 +5,8 @@
 # rapidsai/base images keep RAPIDS in the conda environment at /opt/conda and run as an
 # unprivileged user. Only the `install` stage switches to root (to create the prefix);
 # the final stage adds files and metadata without changing the base's user.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM rapidsai/base:24.04-cuda12.2-py3.11 AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage

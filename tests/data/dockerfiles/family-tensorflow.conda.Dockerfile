@@ -5,8 +5,8 @@
 # tensorflow/tensorflow GPU images install TensorFlow with pip into the system Python
 # (/usr/bin/python3). A pip environment is a venv over that Python with its
 # site-packages visible, so the base's TensorFlow stays importable.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM tensorflow/tensorflow:2.15.0-gpu AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage

@@ -2,8 +2,8 @@
 # Base: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
 # Why this base: cuda image with CUDA 12.4.1; runtime: the smallest flavour with the CUDA libraries the frameworks load
 #
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage; the final image receives only the
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages; the final image receives only the
 # environment prefix, the lockfiles and the verification probe.
 
 FROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04 AS install

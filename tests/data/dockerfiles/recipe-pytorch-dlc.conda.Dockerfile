@@ -7,8 +7,8 @@
 # (or a pull-through mirror given with --registry-mirror). They run as root with their
 # framework in the Python first on PATH; the installer runs with that Python and a pip
 # environment is a venv over it, so the base's framework stays importable.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.12.1-cu130-amzn2023 AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage

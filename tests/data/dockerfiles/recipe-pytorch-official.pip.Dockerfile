@@ -5,8 +5,8 @@
 # pytorch/pytorch images carry PyTorch in the conda environment at /opt/conda, whose
 # python3 is first on PATH; the installer runs with it. A pip environment is a venv over
 # that Python with its site-packages visible, so the base's torch stays importable.
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage.
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages.
 
 FROM pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime AS install
 # The install stage runs as root to create the prefix; it is discarded, and the final stage
@@ -31,11 +31,32 @@ RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         *) echo "envbuild: error: base image pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime: it carries CUDA $cuda, the stack was checked against CUDA 12.8 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.8, and lock again)" >&2; \
            exit 1 ;; \
     esac
-COPY envbuild/ /tmp/envbuild/
+# The environment: a venv over the base's python3. Each layer of it is installed in a
+# stage of its own below, from its part of the lock, so that a change to one package
+# builds and pushes only its layer.
+COPY envbuild/install.py envbuild/plan.json /tmp/envbuild/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+# Layer frameworks: cupy-cuda12x 13.3.0
+FROM install AS layer-frameworks
+COPY envbuild/layers/frameworks/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer dependencies: 2 pins: fastrlock 0.8.2, numpy 2.1.3
+FROM install AS layer-dependencies
+COPY envbuild/layers/dependencies/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer package-1: einops 0.8.0
+FROM install AS layer-package-1
+COPY envbuild/layers/package-1/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
 
 FROM pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime
 COPY --from=install /opt/env /opt/env
+COPY --from=layer-frameworks /tmp/envbuild/root/ /
+COPY --from=layer-dependencies /tmp/envbuild/root/ /
+COPY --from=layer-package-1 /tmp/envbuild/root/ /
 COPY envbuild/image/ /opt/envbuild/
 ENV PATH=/opt/env/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \

@@ -2,8 +2,8 @@
 # Base: nvidia/cuda:12.2.2-runtime-ubuntu22.04
 # Why this base: cuda image with CUDA 12.2.2; runtime: the smallest flavour with the CUDA libraries the frameworks load
 #
-# Two stages keep the classic builder's image small: the installer, its wheels and the
-# downloaded packages stay in the `install` stage; the final image receives only the
+# Build stages keep the classic builder's image small: the installer, its wheels and the
+# downloaded packages stay in the build stages; the final image receives only the
 # environment prefix, the lockfiles and the verification probe.
 
 FROM nvidia/cuda:12.2.2-runtime-ubuntu22.04 AS install
@@ -38,8 +38,27 @@ RUN found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
         *) echo "envbuild: error: base image nvidia/cuda:12.2.2-runtime-ubuntu22.04: it carries CUDA $cuda, the stack was checked against CUDA 12.2 (state the base's CUDA with base_image.cuda or --base-fact cuda=X.Y, or use a base image with CUDA 12.2, and lock again)" >&2; \
            exit 1 ;; \
     esac
-COPY envbuild/ /tmp/envbuild/
+# The environment: a venv over the base's python3. Each layer of it is installed in a
+# stage of its own below, from its part of the lock, so that a change to one package
+# builds and pushes only its layer.
+COPY envbuild/install.py envbuild/plan.json /tmp/envbuild/
+COPY envbuild/wheelhouse/ /tmp/envbuild/wheelhouse/
 RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json
+
+# Layer frameworks: cupy-cuda12x 13.3.0
+FROM install AS layer-frameworks
+COPY envbuild/layers/frameworks/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer dependencies: 2 pins: fastrlock 0.8.2, numpy 2.1.3
+FROM install AS layer-dependencies
+COPY envbuild/layers/dependencies/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
+
+# Layer package-1: einops 0.8.0
+FROM install AS layer-package-1
+COPY envbuild/layers/package-1/ /tmp/envbuild/layer/
+RUN python3 /tmp/envbuild/install.py /tmp/envbuild/plan.json /tmp/envbuild/layer
 
 FROM nvidia/cuda:12.2.2-runtime-ubuntu22.04
 # The pip environment is a venv over the system Python, which nvidia/cuda lacks.
@@ -50,6 +69,9 @@ RUN if ! command -v python3 >/dev/null 2>&1; then \
         && rm -rf /var/lib/apt/lists/*; \
     fi
 COPY --from=install /opt/env /opt/env
+COPY --from=layer-frameworks /tmp/envbuild/root/ /
+COPY --from=layer-dependencies /tmp/envbuild/root/ /
+COPY --from=layer-package-1 /tmp/envbuild/root/ /
 COPY envbuild/image/ /opt/envbuild/
 ENV PATH=/opt/env/bin:$PATH \
     NVIDIA_VISIBLE_DEVICES=all \

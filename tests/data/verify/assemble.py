@@ -61,7 +61,7 @@ class RecordedH100:
 
 def main() -> None:
     sys.path.insert(0, str(HERE.parents[2]))
-    from envbuild import probe
+    from envbuild.verify import probe
     from envbuild.verify.runner import Report
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,10 @@ The probe runs inside an image (or on a host) with nothing but the Python standa
 library plus whatever GPU libraries are installed there, and reports every check as
 pass / fail / skip / warn with details and, when something is wrong, a one-line
 likely cause and fix. It is one standalone file on purpose: envbuild copies it into
-the container it verifies, and it also runs as `python -m envbuild.probe`.
+the container it verifies, and it also runs as `python -m envbuild.verify.probe`.
+envbuild itself uses only the names listed in envbuild/verify/probe_api.py, and only
+through that module: rename one of those and the host must follow; anything else here
+may change freely.
 
     python3 probe.py [--json] [--static] [--no-perf] [--expect FILE]
                      [--expect-sm 80,90] [--expect-cuda 12.4] [--facts FILE]
@@ -66,14 +69,15 @@ def check(name, status, details="", cause=None, fix=None, required=True, data=No
 def failed_from_error(name, exc_text, what, required=True, context=None):
     """A failed check whose cause and fix come from a recognised failure signature."""
     sig = recognise_failure(exc_text, context)
-    first = _first_line(exc_text)
+    first = first_line(exc_text)
     if sig:
         return check(name, "fail", "%s: %s" % (what, first), "%s (%s)" % (sig["cause"], sig["name"]),
                      sig["fix"], required, {"signature": sig["name"], "code": sig["code"]})
     return check(name, "fail", "%s: %s" % (what, first), "unrecognised error", "see details", required)
 
 
-def _first_line(text, limit=300):
+def first_line(text, limit=300):
+    """The line of an error's text that says what went wrong, at most `limit` characters."""
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     # CuPy's NVRTC errors put the useful line ("cannot open source file ...") last
     interesting = [ln for ln in lines if re.search(r"error|cannot|failed|not", ln, re.I)]
@@ -288,7 +292,7 @@ def query_nvidia_smi(run=_run, binary=None):
                 continue
             break
         if rc != 0:
-            info["error"] = _first_line(out + err) or ("nvidia-smi exited with %d" % rc)
+            info["error"] = first_line(out + err) or ("nvidia-smi exited with %d" % rc)
             info["exit_code"] = rc
             return info
         info["gpus"] = parse_smi_csv(out, fields)
@@ -601,9 +605,10 @@ def _read_json_arg(value):
 
 def bundled_facts():
     """Peaks, GPU aliases, minor-version floors from envbuild's matrices, when this file
-    sits in an envbuild checkout or install and PyYAML is importable; else {}."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (os.path.join(here, "data", "matrices"), os.path.join(os.path.dirname(here), "matrices")):
+    sits in an envbuild checkout or install (as envbuild/verify/probe.py) and PyYAML is
+    importable; else {}."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in (os.path.join(package, "data", "matrices"), os.path.join(os.path.dirname(package), "matrices")):
         if os.path.exists(os.path.join(folder, "gpu_peak.yaml")):
             try:
                 import yaml
@@ -1448,7 +1453,7 @@ def _perf_backend():
             if cupy.cuda.runtime.getDeviceCount() > 0:
                 return _CupyPerf(cupy), errors
         except Exception as exc:  # noqa: BLE001
-            errors.append("cupy: %s" % _first_line(str(exc)))
+            errors.append("cupy: %s" % first_line(str(exc)))
     return None, errors
 
 
@@ -1493,7 +1498,7 @@ def child_perf(ctx):
                                  fraction=(entry["measured"] / entry["peak"]) if entry["peak"] else None)
             except Exception as exc:  # noqa: BLE001 - a broken measurement is reported, not raised
                 sig = recognise_failure(str(exc))
-                entry.update(status="warn", details="device %d %s: measurement failed: %s" % (i, name, _first_line(str(exc))),
+                entry.update(status="warn", details="device %d %s: measurement failed: %s" % (i, name, first_line(str(exc))),
                              cause=sig["cause"] if sig else "measurement failed", fix=sig["fix"] if sig else None)
             finally:
                 backend.release()
