@@ -128,15 +128,24 @@ def _project(folder: Path) -> None:
                                                                gpu=gpu))
 
 
+OUTPUTS_RECORD = ".envbuild-outputs"  # an output folder's record of what envbuild wrote there
+
+
 def _files(folder: Path) -> dict[str, str]:
-    """Every file under `folder` by its relative path (a binary one by its size)."""
+    """Every file under `folder` by its relative path (a binary one by its size). The
+    output folder's record keeps its entries' names only: each entry's fingerprint covers
+    its files' mtimes and inodes, which differ in every run."""
     found = {}
     for file in sorted(p for p in folder.rglob("*") if p.is_file()):
         data = file.read_bytes()
         try:
-            found[str(file.relative_to(folder))] = data.decode()
+            text = data.decode()
         except UnicodeDecodeError:
-            found[str(file.relative_to(folder))] = f"{len(data)} bytes"
+            text = f"{len(data)} bytes"
+        if file.name == OUTPUTS_RECORD:
+            record = json.loads(text)
+            text = json.dumps({**record, "entries": sorted(record.get("entries", {}))})
+        found[str(file.relative_to(folder))] = text
     return found
 
 
