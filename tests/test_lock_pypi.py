@@ -172,5 +172,10 @@ def test_one_lock_folder_holds_linux_on_x86_64_and_on_arm(tmp_path):
     done = subprocess.run([sys.executable, "-m", "envbuild", "dockerfile", "spec.yaml", "--platform", "linux-aarch64",
                            "--lock-dir", "lock", "-o", "context"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and "locking into" not in done.stderr, done.stderr
-    copied = [p.name for p in (tmp_path / "context").rglob("*.lock")]
+    copied = [p.name for p in (tmp_path / "context" / "envbuild" / "image" / "lock").glob("*.lock")]
     assert "requirements-linux-aarch64.lock" in copied and "requirements.lock" not in copied
+    # and the layers the image installs pin the aarch64 files: every hash they name is one of its lock's
+    arm_lock = (tmp_path / "lock" / "requirements-linux-aarch64.lock").read_text()
+    layer_hashes = [h for layer in (tmp_path / "context" / "envbuild" / "layers").glob("*/requirements.lock")
+                    for h in re.findall(r"--hash=sha256:([0-9a-f]{64})", layer.read_text())]
+    assert layer_hashes and all(h in arm_lock for h in layer_hashes)
