@@ -25,7 +25,7 @@ BUILD_PLATFORMS = tuple(p.value for p in Platform if p.buildable)  # the ones en
 # what `host_platforms` in matrices/gpus.yaml may name: the platforms above, and the ones a
 # GPU's host can be that envbuild neither checks nor builds for (conda's names), so no spec names them
 GPU_HOST_PLATFORMS = (*PLATFORMS, "linux-armv7l")
-CONFLICT_KINDS = tuple(k.value for k in ConflictKind)  # in the order a resolution reports them
+CONFLICT_KINDS = tuple(k.value for k in ConflictKind if k.conflict)  # in the order a resolution reports them
 VERDICTS = ("ok", "unverified", "conflict")
 # The links a resolution checks, as `unchecked[].links` names them, in report order.
 LINKS = ("platform", "framework_build", "driver", "gpu_arch", "python", "cudnn", "base_image")

@@ -236,6 +236,16 @@ class ConflictKind(_Text):
     NOT_LOCKABLE = "not_lockable"  # the lock proof found the build's pip requirement does not lock
     UNKNOWN_FACT = "unknown_fact"  # a conflict only with --strict: the matrix has no row to decide on
     GPU_MEMORY_INSUFFICIENT = "gpu_memory_insufficient"  # the target (or MIG slice) has less memory than asked
+    # Kinds that are only ever warnings, after the conflicts:
+    PTX_JIT = "ptx_jit"  # no binary for the GPU: the driver JIT-compiles the build's PTX
+    MINOR_VERSION_COMPAT = "minor_version_compat"  # the driver runs the CUDA through minor-version compatibility
+    IMAGE_BUILD = "image_build"  # a host request whose image could not be built as asked
+    GPU_MEMORY_UNKNOWN = "gpu_memory_unknown"  # a fleet target that does not state its GPU memory
+
+    @property
+    def conflict(self) -> bool:
+        """Can a problem of this kind be a conflict (not only a warning)?"""
+        return self not in _WARNING_ONLY
 
     @classmethod
     def rank(cls, kind: str) -> int:
@@ -243,4 +253,6 @@ class ConflictKind(_Text):
         return _KIND_RANK.get(kind, len(_KIND_RANK))
 
 
-_KIND_RANK = {k.value: i for i, k in enumerate(ConflictKind)}
+_WARNING_ONLY = frozenset({ConflictKind.PTX_JIT, ConflictKind.MINOR_VERSION_COMPAT, ConflictKind.IMAGE_BUILD,
+                           ConflictKind.GPU_MEMORY_UNKNOWN})
+_KIND_RANK = {k.value: i for i, k in enumerate(ConflictKind) if k.conflict}
