@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from envbuild.values import ConflictKind
+
 if TYPE_CHECKING:
     from envbuild.model import Conflict, Resolution, ResolvedStack
 
 # The links the resolver checks: the conflict kind that reports a failure, the link's
 # name in `--json` (`checks[].link`, and `unchecked[].links`: model.LINKS) and its label.
 _LINKS = (
-    ("platform_unsupported", "platform", "platform"),
-    ("framework_cuda_mismatch", "framework_build", "framework build -> CUDA"),
-    ("driver_too_old", "driver", "CUDA -> driver"),
-    ("gpu_arch_unsupported", "gpu_arch", "GPU -> kernels"),
-    ("python_unsupported", "python", "Python"),
-    ("cudnn_mismatch", "cudnn", "cuDNN"),
-    ("library_abi", "shared_cuda", "frameworks share CUDA"),
-    ("base_image_cuda_mismatch", "base_image", "base image"),
+    (ConflictKind.PLATFORM_UNSUPPORTED, "platform", "platform"),
+    (ConflictKind.FRAMEWORK_CUDA_MISMATCH, "framework_build", "framework build -> CUDA"),
+    (ConflictKind.DRIVER_TOO_OLD, "driver", "CUDA -> driver"),
+    (ConflictKind.GPU_ARCH_UNSUPPORTED, "gpu_arch", "GPU -> kernels"),
+    (ConflictKind.PYTHON_UNSUPPORTED, "python", "Python"),
+    (ConflictKind.CUDNN_MISMATCH, "cudnn", "cuDNN"),
+    (ConflictKind.LIBRARY_ABI, "shared_cuda", "frameworks share CUDA"),
+    (ConflictKind.BASE_IMAGE_CUDA_MISMATCH, "base_image", "base image"),
 )
 
 
@@ -62,7 +64,7 @@ def _checks(resolution: Resolution, conflicts) -> list[tuple[str, str, str, str]
         elif detail is not None and detail.startswith("not checked"):
             out.append(("skipped", name, label, detail))
         elif name in unchecked:  # an unchecked link always has its line too
-            shown = spec.driver if kind == "driver_too_old" else detail  # not what the driver was found to run
+            shown = spec.driver if kind == ConflictKind.DRIVER_TOO_OLD else detail  # not what the driver was found to run
             out.append(("unchecked", name, label, f"{shown + ': ' if shown else ''}not checked, a fact it needs is unknown"))
         elif detail is None:
             continue
@@ -76,27 +78,27 @@ def _check_detail(kind: str, spec: Any, stack: ResolvedStack | None) -> str | No
     resolved = {f.name: f for f in stack.frameworks} if stack else {}
     frameworks = ", ".join(f"{f.name} {r.version} ({r.installer}, CUDA {r.cuda})" if (r := resolved.get(f.name))
                            else f"{f.name} {f.constraint or 'any'}" for f in spec.frameworks)
-    if kind == "platform_unsupported":
+    if kind == ConflictKind.PLATFORM_UNSUPPORTED:
         return stack.platform if stack else spec.platform
-    if kind == "framework_cuda_mismatch":
+    if kind == ConflictKind.FRAMEWORK_CUDA_MISMATCH:
         return frameworks if spec.frameworks else None
-    if kind == "driver_too_old":
+    if kind == ConflictKind.DRIVER_TOO_OLD:
         if not spec.driver:
             return "not checked: no target driver (give --driver or --host)"
         return driver_note(stack) if stack and stack.max_driver_cuda else spec.driver
-    if kind == "gpu_arch_unsupported":
+    if kind == ConflictKind.GPU_ARCH_UNSUPPORTED:
         if not spec.gpus:
             return "not checked: no target GPU (give --gpu or --host)"
         if stack:
             return ", ".join(f"{g.name} ({g.compute_capability or 'unknown'})" for g in stack.gpus)
         return ", ".join(spec.gpus)
-    if kind == "python_unsupported":
+    if kind == ConflictKind.PYTHON_UNSUPPORTED:
         return stack.python if stack else (spec.python or "any version (not pinned)")
-    if kind == "cudnn_mismatch":
+    if kind == ConflictKind.CUDNN_MISMATCH:
         return (stack.cudnn if stack else None) or spec.cudnn
-    if kind == "library_abi":
+    if kind == ConflictKind.LIBRARY_ABI:
         return frameworks if len(spec.frameworks) > 1 else None
-    if kind == "base_image_cuda_mismatch":
+    if kind == ConflictKind.BASE_IMAGE_CUDA_MISMATCH:
         if stack and stack.base_image:
             return stack.base_image.ref
         return spec.base_image or (f"{spec.base} image family" if spec.base != "auto" else None)

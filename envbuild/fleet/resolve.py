@@ -30,7 +30,7 @@ from envbuild.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_js
 from envbuild.report import format_fix
 from envbuild.resolver import resolve
 from envbuild.resolver.named_base import with_named_base
-from envbuild.values import DriverVersion
+from envbuild.values import ConflictKind, DriverVersion
 from envbuild.versions import parse_version
 
 
@@ -63,7 +63,7 @@ class TargetResult:
         need = self.resolution.spec.gpu_memory_gib
         if need:
             have = self.target.gpu_memory_gib
-            if any(c.kind == "gpu_memory_insufficient" for c in self.conflicts):
+            if any(c.kind == ConflictKind.GPU_MEMORY_INSUFFICIENT for c in self.conflicts):
                 status, detail = "conflict", f"{fmt_gib(have)} < {fmt_gib(need)}"
             elif have is None:
                 status, detail = "skipped", "not checked: GPU memory unknown (add gpu_memory to the target)"
@@ -185,7 +185,7 @@ def _resolve_fleet(spec: Spec, targets: tuple[Target, ...], joint_fixes: bool, r
             r.conflicts += _mig_conflicts(m, t, res)
             r.conflicts += _memory_conflicts(m, spec, t, peers)
             if t.gpu_memory_gib is None and spec.gpu_memory_gib:
-                r.warnings.append(Warning("gpu_memory_unknown", f"{t.name}: GPU memory unknown (add gpu_memory to the target); "
+                r.warnings.append(Warning(ConflictKind.GPU_MEMORY_UNKNOWN, f"{t.name}: GPU memory unknown (add gpu_memory to the target); "
                                           f"{fmt_gib(spec.gpu_memory_gib)} not checked"))
             if spec.gpu_count and spec.gpu_count > t.gpus_per_node:
                 r.warnings.append(Warning("gpu_count", f"{t.name}: the job needs {spec.gpu_count} GPUs; a node has {t.gpus_per_node}"))
@@ -271,12 +271,12 @@ def _mig_conflicts(m, t: Target, res: Resolution) -> list[Conflict]:
     fact = Fact(f"MIG on {floor.parent} needs driver >= {floor.min_driver} and CUDA >= {floor.min_cuda}", floor.source)
     out = []
     if t.driver and DriverVersion.parse(t.driver) < DriverVersion.parse(floor.min_driver):
-        out.append(Conflict("driver_too_old", f"{t.name}: MIG {t.mig} on {floor.parent} needs driver {floor.min_driver} "
+        out.append(Conflict(ConflictKind.DRIVER_TOO_OLD, f"{t.name}: MIG {t.mig} on {floor.parent} needs driver {floor.min_driver} "
                             f"or newer; the target has {t.driver}", (fact,),
                             (Fix(f"upgrade {t.name}'s driver to {floor.min_driver} or newer", {"driver": floor.min_driver}),)))
     cuda = res.resolved.cuda if res.resolved else None
     if cuda and parse_version(cuda) < parse_version(floor.min_cuda):
-        out.append(Conflict("framework_cuda_mismatch", f"{t.name}: MIG on {floor.parent} needs CUDA {floor.min_cuda} or newer; "
+        out.append(Conflict(ConflictKind.FRAMEWORK_CUDA_MISMATCH, f"{t.name}: MIG on {floor.parent} needs CUDA {floor.min_cuda} or newer; "
                             f"the environment uses CUDA {cuda}", (fact,),
                             (Fix(f"use CUDA {floor.min_cuda} or newer", {"cuda": floor.min_cuda}),)))
     return out
@@ -304,7 +304,7 @@ def _memory_conflicts(m, spec: Spec, t: Target, fleet: tuple[Target, ...]) -> li
     if t.mig:
         prof = next(p for p in m.mig_profiles if p.name == t.mig)
         facts = (Fact(f"MIG profile {t.mig} has {prof.memory_gb:g} GB", prof.source),)
-    return [Conflict("gpu_memory_insufficient", message, facts, tuple(fixes))]
+    return [Conflict(ConflictKind.GPU_MEMORY_INSUFFICIENT, message, facts, tuple(fixes))]
 
 
 def render_text(fr: FleetResolution) -> str:
