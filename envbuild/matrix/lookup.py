@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.version import Version
 
@@ -58,33 +58,45 @@ def gpu_key(text: str) -> str:
     return gpu_match.exact_key(text)
 
 
-_MEMOS: dict[tuple[str, int], tuple[Matrices, dict]] = {}
+@dataclass
+class _Answers:
+    """Answers about one loaded matrices, kept with them (each built on first use)."""
+
+    m: Matrices
+    gpu_index: gpu_match.GpuIndex | None = None  # when the data carries no compiled one
+    gpu_candidates: dict[str, tuple[Gpu, ...]] = field(default_factory=dict)  # a GPU as written -> its rows
+    releases_by_prefix: dict[tuple[int, ...], list[CudaRelease]] | None = None  # (12,), (12, 4) -> rows, oldest first
 
 
-def _memo(m: Matrices, what: str) -> dict:
-    """A dictionary of answers of kind `what` about the loaded matrices `m` (held with them:
-    an id alone could be reused by other matrices)."""
-    cached = _MEMOS.get((what, id(m)))
-    if cached is None or cached[0] is not m:
-        cached = _MEMOS[what, id(m)] = (m, {})
-    return cached[1]
+_ANSWERS: dict[int, _Answers] = {}
+
+
+def _answers(m: Matrices) -> _Answers:
+    """The answers about `m`, found by its identity (checked: an object's id may be reused
+    once it is gone)."""
+    found = _ANSWERS.get(id(m))
+    if found is None or found.m is not m:
+        if len(_ANSWERS) > 16:
+            _ANSWERS.clear()
+        found = _ANSWERS[id(m)] = _Answers(m)
+    return found
 
 
 def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:
     index = m.gpu_index
     if index is not None and index.version == m.version and index.rows == len(m.gpus):
         return index  # compiled with the data
-    built = _memo(m, "gpu index")
-    if "index" not in built:
-        built["index"] = gpu_match.build_index(m.version, m.gpus)
-    return built["index"]
+    answers = _answers(m)
+    if answers.gpu_index is None:
+        answers.gpu_index = gpu_match.build_index(m.version, m.gpus)
+    return answers.gpu_index
 
 
 def gpu_candidates(m: Matrices, text: str) -> list[Gpu]:
     """Rows `text` may name: one when it names one GPU, several (with different compute
     capabilities) when it is ambiguous, none when the table does not know it. Memoised per
     loaded matrices: a fleet's file, its joint request and its targets name each GPU."""
-    answers = _memo(m, "gpu candidates")
+    answers = _answers(m).gpu_candidates
     found = answers.get(text)
     if found is None:
         found = answers[text] = tuple(gpu_match.candidates(_gpu_index(m), m.gpus, text))
@@ -196,8 +208,10 @@ def _releases(m: Matrices, cuda: Version) -> list[CudaRelease]:
     """The CUDA release rows whose version starts with `cuda`'s release (12.4 -> 12.4.0,
     12.4.1), oldest first. The rows are grouped by every prefix once per loaded matrices:
     a resolve asks this for each CUDA its builds use."""
-    by_prefix = _memo(m, "cuda releases by prefix")
-    if not by_prefix:
+    answers = _answers(m)
+    by_prefix = answers.releases_by_prefix
+    if by_prefix is None:
+        by_prefix = answers.releases_by_prefix = {}
         for r in sorted((r for r in m.cuda_releases if version(r.version) is not None), key=lambda r: version(r.version)):
             release = version(r.version).release
             for n in range(1, len(release) + 1):
