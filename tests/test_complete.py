@@ -29,7 +29,7 @@ def _long_way(req, ix):
     """The outcome of the request's one framework with every viable build, as before the shortcut."""
     (name, constraint, local), = req.frameworks
     pin = local or req.cuda
-    candidates, _stand_in = _selected(name, constraint, pin, ix)
+    candidates = _selected(name, constraint, pin, ix).builds
     if req.installer:
         candidates = [b for b in candidates if b.installer == req.installer]
     return checks.viable_of(_on_platform(candidates, req.platform, ix), req, ix, pin)
@@ -71,9 +71,10 @@ def test_the_shortcut_checks_fewer_builds():
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_the_nearest_build_is_the_one_every_build_s_summary_names(framework):
-    """When no build passes, `checks.nearest` skips the host links of builds its GPU kinds
-    rule out; the build it names is the first of the fewest hard kinds over all summaries."""
+def test_the_nearest_build_is_the_one_every_build_s_problems_name(framework):
+    """When no build passes, `checks.nearest` judges each build on the first GPU of each
+    compute capability; the build it names is the first of the fewest hard kinds among
+    the problems `check_build` writes for every GPU."""
     ix = context.index(M)
     checked = 0
     gpus = GPUS + ("Tesla K10", "Tegra K1", "GTX 750 Ti")
@@ -83,14 +84,14 @@ def test_the_nearest_build_is_the_one_every_build_s_summary_names(framework):
         req = read_request(spec, ix)
         (name, constraint, local), = req.frameworks
         pin = local or req.cuda
-        candidates, _stand_in = _selected(name, constraint, pin, ix)
+        candidates = _selected(name, constraint, pin, ix).builds
         if req.installer:
             candidates = [b for b in candidates if b.installer == req.installer]
         candidates = _on_platform(candidates, req.platform, ix)
         if not candidates or checks.viable_of(candidates, req, ix, pin):
             continue
-        judged = checks.summaries_of(candidates, req, ix, pin)
-        expected = min(((off, len(hard), rank), b) for rank, (b, (hard, _soft, off)) in enumerate(zip(candidates, judged)))[1]
+        judged = [checks.Verdict.of(checks.check_build(b, req, ix, pin)) for b in candidates]
+        expected = min(((v.other_variant, len(v.hard), rank), b) for rank, (b, v) in enumerate(zip(candidates, judged)))[1]
         assert checks.nearest(candidates, req, ix, pin) is expected, (gpu, driver, python, installer, platform)
         assert evaluate(name, constraint, local, req, ix).nearest is expected
         checked += 1

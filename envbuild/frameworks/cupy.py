@@ -67,10 +67,10 @@ class Cupy(Framework):
         if pinned is None:
             series = {s for s in ix.versions.get(self.name, []) if any(constraint.contains(f"{s}.{minor}") for minor in range(20))}
             return [b for b in ix.builds.get(self.name, []) if b.version in series]
-        key = ("cupy-pinned", str(pinned))
-        found = ix.memo.get(key)
+        key = (self.name, str(pinned))
+        found = ix.memo.pinned_builds.get(key)
         if found is None:
-            found = ix.memo[key] = ix.attach_wheels([
+            found = ix.memo.pinned_builds[key] = ix.attach_wheels([
                 dataclasses.replace(b, version=str(pinned)) for b in ix.builds.get(self.name, [])
                 if pinned.release[0] == b.v.release[0] and SpecifierSet(b.row.cupy_versions or "").contains(pinned, prereleases=True)
             ])

@@ -2,12 +2,12 @@
 matrices, complete what the spec left open, and explain each conflict with fixes.
 
 Steps: read the spec into comparable values (request.py), evaluate every build of
-each framework against the checks (checks.py), choose the newest joint combination
+each framework against the checks (checks/, one module per link), choose the newest joint combination
 (complete.py), choose or check the base image (base.py), then word conflicts and offer
 fixes that were themselves resolved and pass (fixes.py).
 
 The verdict: `conflict` when a link fails; else `unverified` when a link could not be
-checked because a fact is unknown (checks.unknown: a release, GPU, label, arch list or
+checked because a fact is unknown (problem.unknown: a release, GPU, label, arch list or
 base Python the matrices do not know, or a fact of a base image outside the catalog that
 nothing states and the image did not show); else `ok`.
 
@@ -29,7 +29,7 @@ from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
 from envbuild.frameworks.build import Build
 from envbuild.resolver.fixes import fixes_for
-from envbuild.resolver.problem import Problem
+from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
 from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.gpu_driver import driver_gpu_problems
@@ -92,7 +92,7 @@ def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_
                                     lambda s: analyse(s, ix, joint, image)))
         conflicts.append(Conflict(p.kind, p.message, tuple(dict.fromkeys(p.facts)), fixes))
     soft = _dedupe(a.warnings)
-    unchecked = tuple(Unchecked(tuple(p.hints.get("links", ())), p.message, tuple(p.hints.get("nearest", ())))
+    unchecked = tuple(Unchecked(p.hints.links, p.message, p.hints.nearest)
                       for p in soft if p.kind == checks.UNKNOWN)
     warnings = [Warning(p.kind, p.message, tuple(dict.fromkeys(p.facts))) for p in soft if p.kind != checks.UNKNOWN]
     if image_note and a.image_problems and not conflicts:
@@ -109,7 +109,7 @@ def _image_build_note(spec: Spec, matrices, with_fixes: bool, joint: bool) -> li
     if not image.conflicts:
         return []
     first = image.conflicts[0]
-    return [Warning("image_build", f"an image of this stack (`envbuild dockerfile`, `envbuild image`, `resolve "
+    return [Warning(ConflictKind.IMAGE_BUILD, f"an image of this stack (`envbuild dockerfile`, `envbuild image`, `resolve "
                     f"--for image`) cannot be built as asked: {first.message}", first.facts, first.fixes)]
 
 
@@ -126,9 +126,9 @@ def analyse(spec: Spec, ix: Index, joint: bool = False, image: bool = True) -> A
     a = _analyse(spec, ix, joint, image)
     # In an image, a pip venv runs the base image's python3. When the newest builds need a
     # Python that no fitting image has, the newest builds for a Python an image does have win.
-    retry = next((p for p in a.problems if p.hints.get("base_pythons")), None)
+    retry = next((p for p in a.problems if p.hints.base_pythons), None)
     if retry is not None and not spec.python and spec.image_build:
-        for py in retry.hints["base_pythons"]:
+        for py in retry.hints.base_pythons:
             again = _analyse(spec.with_changes({"python": py}), ix, joint, image)
             if not again.problems:
                 return again
@@ -172,7 +172,7 @@ def unknown_facts(req: Request, ix: Index) -> list[Problem]:
     no CUDA build): the links they leave unchecked."""
     out = []
     for g in req.gpus:
-        if g.row is None and g.cc is not None and g.resolved.compute_capability not in _table_capabilities(ix):
+        if g.row is None and g.cc is not None and g.resolved.compute_capability not in ix.table_capabilities:
             out.append(checks.unknown(
                 f"no GPU in the matrix has compute capability {g.cc}, so it was checked by the rule of its major "
                 f"alone (code for an older {g.cc.major}.x runs on it); state the GPU's model or check its compute "
@@ -191,14 +191,6 @@ def unknown_facts(req: Request, ix: Index) -> list[Problem]:
     return out
 
 
-def _table_capabilities(ix: Index) -> frozenset[str]:
-    """The compute capabilities of the GPU table's rows."""
-    found = ix.memo.get("gpu table capabilities")
-    if found is None:
-        found = ix.memo["gpu table capabilities"] = frozenset(g.compute_capability for g in ix.m.gpus)
-    return found
-
-
 def host_platform_problems(req: Request) -> list[Problem]:
     """A GPU that exists only inside one kind of system (a Jetson module, a Grace superchip)
     runs nothing built for another platform, whatever the framework build."""
@@ -213,17 +205,17 @@ def host_platform_problems(req: Request) -> list[Problem]:
             # a 32-bit Arm board (Jetson TK1): no platform a spec may name would run on it,
             # so there is no platform to suggest, and no fix
             out.append(Problem(
-                "platform_unsupported",
+                ConflictKind.PLATFORM_UNSUPPORTED,
                 f"{row.name} is {row.host}; envbuild builds only for {', '.join(BUILD_PLATFORMS[:-1])} and "
                 f"{BUILD_PLATFORMS[-1]}, so nothing it writes runs on it: choose another GPU",
-                facts=facts, hints={"unbuildable_host": True}))
+                facts=facts, hints=Hints(unbuildable_host=True)))
             continue
         out.append(Problem(
-            "platform_unsupported",
+            ConflictKind.PLATFORM_UNSUPPORTED,
             f"{row.name} is {row.host}, so {req.platform} builds cannot run on it; "
             f"set platform: {buildable[0]}",
             facts=facts,
-            hints={"platform": buildable[0]}))
+            hints=Hints(platform=buildable[0])))
     return out
 
 
@@ -234,7 +226,7 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
     version = _representative(o.constraint)
     label = f"{o.name} {o.constraint.text.lstrip('=')}" if o.constraint.text not in ("*", "") else o.name
     ruled = families.platform_problems(ix, o.name, version, label, req.platform, req.python)
-    if any(p.kind == "platform_unsupported" for p in ruled):
+    if any(p.kind == ConflictKind.PLATFORM_UNSUPPORTED for p in ruled):
         return ruled
     cuda = o.pin.short if o.pin is not None and o.pin.minor is not None else None
     if o.pin is not None and cuda is None:
@@ -262,7 +254,7 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     without rows (`framework`: a pip/conda build, which minor-version compatibility covers)."""
     out: list[Problem] = []
     if req.platform.startswith("osx") and framework is None:
-        return [Problem("platform_unsupported", f"NVIDIA ships no CUDA for macOS ({req.platform}), so the platform "
+        return [Problem(ConflictKind.PLATFORM_UNSUPPORTED, f"NVIDIA ships no CUDA for macOS ({req.platform}), so the platform "
                         f"must move to linux-64")]
     pin = pin or req.cuda
     if pin is None:
@@ -277,11 +269,11 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
         need = ix.native_need(cuda)
         if need and req.driver < ix.drivers[need]:
             out.append(Problem(
-                "driver_too_old",
+                ConflictKind.DRIVER_TOO_OLD,
                 f"a CUDA {cuda} image declares cuda>={cuda}, which the NVIDIA container toolkit checks against the host "
                 f"driver; driver {req.driver} supports CUDA up to {have.native_cuda or 'none in the matrix'}, so upgrade "
                 f"the driver to >= {need} or use CUDA <= {have.native_cuda}",
-                (fact(have.rule, None),), hints={"driver": need, "max_cuda": have.native_cuda}))
+                (fact(have.rule, None),), hints=Hints(driver=need, max_cuda=have.native_cuda)))
     # a framework's major alone (`+cuda11.cudnn86`) does not say which minor's compiler built it
     found = ix.toolkit_sms(cuda) if pin.minor is not None or framework is None else None
     if found is None and (pin.minor is not None or framework is None) and req.known_gpus:
@@ -291,9 +283,9 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     for g in req.known_gpus:
         if found is not None and not runs_on(found[0], g.cc):
             who = f"{framework} built with CUDA {cuda}" if framework else f"CUDA {cuda}"
-            out.append(Problem("gpu_arch_unsupported",
+            out.append(Problem(ConflictKind.GPU_ARCH_UNSUPPORTED,
                                f"{who} cannot generate code for your {g.label}, so the CUDA version must move",
-                               (fact(f"CUDA {cuda} architectures", found[1]),), hints={"sm": g.sm},
+                               (fact(f"CUDA {cuda} architectures", found[1]),),
                                framework=framework))
     return out
 
@@ -311,11 +303,11 @@ def _framework_driver(req: Request, ix: Index, cuda: str, framework: str, major_
         return []
     have = ix.driver_cuda(req.driver, req.platform)
     return [Problem(
-        "driver_too_old",
+        ConflictKind.DRIVER_TOO_OLD,
         f"{framework} built for CUDA {cuda} needs driver >= {rule.driver}; your driver {req.driver} supports CUDA up to "
         f"{have.cuda or 'none in the matrix'}, so upgrade the driver or use a build for an older CUDA",
         (fact(rule.rule, None) if not rule.source else Fact(rule.rule, rule.source, rule.inferred, rule.secondary),),
-        framework=framework, hints={"driver": rule.driver, "max_cuda": have.cuda})]
+        framework=framework, hints=Hints(driver=rule.driver, max_cuda=have.cuda))]
 
 
 def _newest_minor(ix: Index, major: int) -> str | None:
@@ -401,7 +393,7 @@ def _minor_compat_notes(req: Request, ix: Index, builds: list[Build]) -> list[Pr
     have = ix.driver_cuda(req.driver, req.platform)
     for b in builds:
         if have.native_cuda and parse_version(b.cuda) > parse_version(have.native_cuda):
-            out.append(Problem("minor_version_compat",
+            out.append(Problem(ConflictKind.MINOR_VERSION_COMPAT,
                                f"driver {req.driver} runs {b.framework}'s CUDA {b.cuda} through minor-version "
                                f"compatibility only (natively up to {have.native_cuda}); PTX JIT of code newer than "
                                f"CUDA {have.native_cuda} will fail on it", (fact(have.rule, None),)))

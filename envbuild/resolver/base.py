@@ -30,12 +30,12 @@ from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.package_sets import package_frozenset
 from envbuild.frameworks.build import Build
-from envbuild.resolver.checks import unknown
-from envbuild.resolver.problem import Problem
+from envbuild.resolver.problem import unknown
+from envbuild.resolver.problem import NO_HINTS, Hints, Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.named_base import catalog_image
 from envbuild.resolver.request import Request
-from envbuild.values import major_minor
+from envbuild.values import ConflictKind, major_minor
 from envbuild.versions import parse_version
 
 _FAMILY_NAMES = {"cuda": "nvidia/cuda"}
@@ -105,7 +105,7 @@ def family_filter(req: Request, ix: Index):
                     and _same_version(img.framework_version, b.version) and _same_cuda(cuda, b.cuda) \
                     and req.platform in img.platforms:
                 return []
-        return [Problem("base_image_cuda_mismatch",
+        return [Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                         f"the {family} image family has no image with {b.framework} {b.version} on CUDA {b.cuda}, "
                         f"so the {b.framework} version or the base family must move", framework=b.framework)]
     return check
@@ -169,12 +169,12 @@ def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, ski
         offered &= supported  # only Pythons the frameworks have builds for are worth a fix
     pythons = sorted(offered, key=parse_version, reverse=True)
     return Problem(
-        "python_unsupported",
+        ConflictKind.PYTHON_UNSUPPORTED,
         f"a pip environment is a venv over the base image's python3, and no {_FAMILY_NAMES.get(family, family)} "
         f"image{where} runs {wanted} ({listed}), so Python, the installer (a conda environment brings its own "
         f"Python) or the base image must move",
         tuple(dict.fromkeys(_python_fact(ix, img) for img in have.values())),
-        hints={"pythons": pythons, "installer": "conda", "base_pythons": every})
+        hints=Hints(pythons=pythons, installer="conda", base_pythons=every))
 
 
 def _installer_floor_fact(ix: Index, installer: str):
@@ -191,13 +191,13 @@ def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None
     listed = ", ".join(f"{name}: {img.python}" for name, img in have.items())
     floor = installer_python_min(ix.m, installer).python_min
     other = "pip" if installer == "conda" else "conda"
-    hints: dict = {}
+    hints = NO_HINTS
     if any(installer_runs_on(ix.m, other, img.python) for img in skipped):
-        hints["installer"] = other  # the other mode's installer runs on one of them
+        hints = Hints(installer=other)  # the other mode's installer runs on one of them
     where = f" with CUDA {cuda}" if cuda else ""
     blamed = next((b for b in builds if not b.bundles_runtime and b.cuda_major < 11), builds[0] if builds else None)
     return Problem(
-        "python_unsupported",
+        ConflictKind.PYTHON_UNSUPPORTED,
         f"the image build runs envbuild's {installer} installer with the base image's python3, which must be "
         f"{floor} or newer, and every {_FAMILY_NAMES.get(family, family)} image{where} that fits has an older one "
         f"({listed}), so the CUDA, the framework version or the installer must move",
@@ -210,11 +210,11 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
     """The base image for `builds`, or the problems that leave none. Memoised on what it
     reads: the targets of a fleet mostly end on the same builds."""
     spec = req.spec
-    key = ("base image", req.platform, spec.base_image, spec.base, spec.conda_packages, spec.pip_packages,
+    key = (req.platform, spec.base_image, spec.base, spec.conda_packages, spec.pip_packages,
            req.python, req.driver, tuple(builds), cuda, python, installer)
-    found = ix.memo.get(key)
+    found = ix.memo.base_images.get(key)
     if found is None:
-        found = ix.memo[key] = _choose(req, ix, builds, cuda, python, installer)
+        found = ix.memo.base_images[key] = _choose(req, ix, builds, cuda, python, installer)
     image, problems = found
     return image, list(problems)
 
@@ -278,7 +278,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
         if family == "cuda":
             return None, [unknown(f"the base image catalog has no {family} image{where}{limit}; set base_image to "
                                   f"one you trust", ("base_image",))]
-        return None, [Problem("base_image_cuda_mismatch",
+        return None, [Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                               f"the {family} image family in the catalog has no image{where}{limit} for "
                               f"{', '.join(b.framework + ' ' + b.version for b in builds)}, so the base family "
                               f"or the framework version must move")]
@@ -302,10 +302,10 @@ def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseIm
     order, each with what `_choose` compares of it: (its CUDA's major.minor, (the newest-first
     keys of its CUDA and its OS release)). Memoised: the 382 rows are mostly of other
     families, and each target of a fleet that ends on other builds chooses again."""
-    key = ("family images", family, platform)
-    found = ix.memo.get(key)
+    key = (family, platform)
+    found = ix.memo.family_images.get(key)
     if found is None:
-        found = ix.memo[key] = [(img, img_cuda, (parse_version(major_minor(img_cuda)), (_num(img_cuda), _os_rank(img))))
+        found = ix.memo.family_images[key] = [(img, img_cuda, (parse_version(major_minor(img_cuda)), (_num(img_cuda), _os_rank(img))))
                                 for img, img_cuda in ix.images
                                 if img.family == family and platform in img.platforms and img_cuda is not None]
     return found
@@ -341,12 +341,12 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
         for b in builds:
             if not _serves(img_cuda, b):
                 problems.append(Problem(
-                    "base_image_cuda_mismatch",
+                    ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                     f"{b.label} needs CUDA {b.cuda if not b.bundles_runtime and b.cuda_major < 11 else str(b.cuda_major) + '.x'} "
                     f"libraries, but the base image {img.ref} carries CUDA {img.cuda}, so the base image or the "
                     f"{b.framework} build must move", facts, framework=b.framework))
         if not builds and cuda and major_minor(img_cuda) != major_minor(parse_version(cuda)):
-            problems.append(Problem("base_image_cuda_mismatch",
+            problems.append(Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                                     f"the base image {img.ref} carries CUDA {img.cuda}; you asked for CUDA {cuda}, so "
                                     f"one of them must move", facts))
         if req.driver:
@@ -354,29 +354,28 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
             if have.native_cuda and parse_version(major_minor(img_cuda)) > parse_version(have.native_cuda):
                 need = ix.native_need(major_minor(img_cuda))
                 problems.append(Problem(
-                    "driver_too_old",
+                    ConflictKind.DRIVER_TOO_OLD,
                     f"the base image {img.ref} declares CUDA {major_minor(img_cuda)}, which the NVIDIA container toolkit "
                     f"checks against the host driver; driver {req.driver} supports CUDA up to {have.native_cuda}, so "
                     f"upgrade the driver{f' to >= {need}' if need else ''} or use an image with CUDA <= {have.native_cuda}",
-                    facts + (fact(have.rule, None),), hints={"driver": need}))
+                    facts + (fact(have.rule, None),), hints=Hints(driver=need)))
     if img.flavour == "base" and builds:
-        problems.append(Problem("base_image_cuda_mismatch",
+        problems.append(Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                                 f"the base image {img.ref} is a -base flavour with only the CUDA runtime; "
                                 f"{', '.join(b.framework for b in builds)} need the CUDA libraries of a runtime image, "
                                 f"so the base image must move", facts))
     devel_why = needs_devel(req, builds, major_minor(img_cuda) if img_cuda else cuda)
     if devel_why and img.flavour in ("base", "runtime"):
-        problems.append(Problem("base_image_cuda_mismatch", f"{devel_why}; {img.ref} is {img.flavour}, so the base "
+        problems.append(Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH, f"{devel_why}; {img.ref} is {img.flavour}, so the base "
                                 f"image must move to a devel flavour", facts))
     problems += _explicit_python(req, ix, img, builds, installer, facts)
     if not installer_runs_on(ix.m, installer, img.python):
         floor = installer_python_min(ix.m, installer).python_min
         other = "pip" if installer == "conda" else "conda"
-        hints = {"base_image": True}
-        if installer_runs_on(ix.m, other, img.python):
-            hints["installer"] = other
+        runs = installer_runs_on(ix.m, other, img.python)
+        hints = Hints(base_image=True, installer=other if runs else None)
         problems.append(Problem(
-            "python_unsupported",
+            ConflictKind.PYTHON_UNSUPPORTED,
             f"the image build runs envbuild's {installer} installer with the base image's python3, which is Python "
             f"{img.python} on {img.ref}; the installer needs {floor} or newer, so the base image or the installer "
             f"must move", facts + (_installer_floor_fact(ix, installer), _python_fact(ix, img)), hints=hints))
@@ -446,12 +445,12 @@ def _explicit_python(req: Request, ix: Index, img: t.BaseImage, builds: list[Bui
         return []
     wanted = f"Python {req.python}" if req.python else \
         f"a Python {', '.join(b.framework + ' ' + b.version for b in builds)} supports"
-    hints = {"pythons": [have], "base_image": True, "base_pythons": [have]}
+    hints = Hints(pythons=(have,), base_image=True, base_pythons=(have,))
     if img.family != "cuda":
-        return [Problem("python_unsupported", f"the base image {img.ref} carries Python {img.python}; the environment "
+        return [Problem(ConflictKind.PYTHON_UNSUPPORTED, f"the base image {img.ref} carries Python {img.python}; the environment "
                         f"needs {wanted}, so Python or the base image must move", facts, hints=hints)]
-    return [Problem("python_unsupported",
+    return [Problem(ConflictKind.PYTHON_UNSUPPORTED,
                     f"a pip environment is a venv over the base image's python3, which is Python {have} on {img.ref}; "
                     f"the environment needs {wanted}, so Python, the installer (a conda environment brings its own "
                     f"Python) or the base image must move", facts + (_python_fact(ix, img),),
-                    hints={**hints, "installer": "conda"})]
+                    hints=dataclasses.replace(hints, installer="conda"))]

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from envbuild import frameworks
 from envbuild.resolver import checks, families
 from envbuild.frameworks.build import Build, known_pythons
-from envbuild.resolver.problem import Problem
+from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import CudaPin, Request
-from envbuild.values import major_minor
+from envbuild.values import ConflictKind, major_minor
 from envbuild.versions import Constraint, parse_version
 
 
@@ -29,7 +29,7 @@ class Outcome:
     constraint: Constraint
     pin: CudaPin | None
     viable: list[Build] = field(default_factory=list)
-    extra_soft: dict[int, list[Problem]] = field(default_factory=dict)  # id(build) -> the extra check's warnings
+    extra_soft: dict[Build, list[Problem]] = field(default_factory=dict)  # build -> the extra check's warnings
     problems: list[Problem] = field(default_factory=list)  # hard problems when nothing is viable
     nearest: Build | None = None
     unknown: Problem | None = None  # the matrix has no row for the requested version
@@ -37,7 +37,7 @@ class Outcome:
 
     def warnings(self, b: Build, req: Request, ix: Index) -> list[Problem]:
         """The warnings of viable build `b`, written when asked (only the chosen build's are read)."""
-        return checks.check_build_cached(b, req, ix, self.pin) + self.extra_soft.get(id(b), [])
+        return checks.check_build(b, req, ix, self.pin) + self.extra_soft.get(b, [])
 
 
 def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Request, ix: Index,
@@ -49,23 +49,23 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     has every link checked: the choice then is as without it, and the verdict unverified."""
     pin = local or req.cuda
     out = Outcome(name, constraint, pin)
-    candidates, out.stand_in = _selected(name, constraint, pin, ix)
+    selected = _selected(name, constraint, pin, ix)
+    candidates, out.stand_in = selected.builds, selected.stand_in
     if not candidates:
         out.unknown = _unknown_version(name, constraint, ix, pin)
         return out
     if not judge:
         return out
-    newest_first = _newest_first(candidates, ix)
     if req.installer:
         mine = [b for b in candidates if b.installer == req.installer]
         if not mine:
             others = sorted({b.installer for b in candidates})
             out.problems = [Problem(
-                "framework_cuda_mismatch",
+                ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 f"{name} {_versions(candidates)} has no {req.installer} GPU build (only {', '.join(others)}: "
                 f"{_variants(candidates)}), so the installer or the {name} version must move",
                 tuple(dict.fromkeys(_row_fact(b) for b in candidates))[:3], framework=name,
-                hints={"no_builds_for_installer": True})]
+                hints=Hints(no_builds_for_installer=True))]
             out.nearest = candidates[0]
             return out
         candidates = mine
@@ -76,7 +76,7 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
     if extra_check is None and not strict:
         # the common case, once per target of a fleet: which builds pass decides, and the
         # summaries of the others are read only when none does
-        if newest_first and len(req.frameworks) == 1:
+        if selected.newest_first and len(req.frameworks) == 1:
             # one framework: only the newest viable builds can be chosen (`_combine`)
             out.viable = checks.newest_viable(candidates, req, ix, pin, wanted_pythons(req))
         else:
@@ -86,31 +86,31 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
         # none passes: the problems of the nearest build are the conflict
         out.nearest = checks.nearest(candidates, req, ix, pin)
         out.problems = [_word_variant(p, out.nearest, candidates, pin)
-                        for p in checks.check_build_cached(out.nearest, req, ix, pin) if _is_hard(p, strict)]
+                        for p in checks.check_build(out.nearest, req, ix, pin) if _is_hard(p, strict)]
         return out
     # the kinds of the problems decide; only the nearest build's are written below
-    judged = checks.summaries_of(candidates, req, ix, pin)
-    for rank, (b, (hard, soft, off_pin)) in enumerate(zip(candidates, judged)):
-        if strict and checks.UNKNOWN in soft:
+    for rank, b in enumerate(candidates):
+        verdict = checks.verdict(b, req, ix, pin)
+        hard, off_pin = verdict.hard, verdict.other_variant
+        if strict and checks.UNKNOWN in verdict.soft:
             hard = hard | {checks.UNKNOWN}
         extra = extra_check(b) if extra_check is not None else _NO_PROBLEMS
         if extra:
             hard = hard.union(p.kind for p in extra if _is_hard(p, strict))
-            off_pin = off_pin or any(p.kind == "framework_cuda_mismatch" and not p.message
-                                     for p in extra if _is_hard(p, strict))
+            off_pin = off_pin or any(p.hints.other_variant for p in extra if _is_hard(p, strict))
         if hard:
             # A build of the variant the user pinned explains a conflict better than one of another variant.
             scored.append((off_pin, len(hard), rank, b, extra))
         else:
             out.viable.append(b)
             if extra:
-                out.extra_soft[id(b)] = extra
+                out.extra_soft[b] = extra
     if not out.viable and strict:
         return evaluate(name, constraint, local, req, ix, extra_check, judge=judge, strict=False)
     if not out.viable:
         *_key, nearest, extra = min(scored, key=lambda s: s[:3])
         out.nearest = nearest
-        found = checks.check_build_cached(nearest, req, ix, pin) + list(extra)
+        found = checks.check_build(nearest, req, ix, pin) + list(extra)
         out.problems = [_word_variant(p, nearest, candidates, pin) for p in found if _is_hard(p, strict)]
     return out
 
@@ -118,11 +118,19 @@ def evaluate(name: str, constraint: Constraint, local: CudaPin | None, req: Requ
 _NO_PROBLEMS: tuple[Problem, ...] = ()
 
 
-def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index) -> tuple[list[Build], Problem | None]:
-    """(the builds `constraint` selects, best first; the warning when the rows of another
-    release of its series stand in for it). Memoised: the targets of a fleet ask the same."""
-    key = ("selected", name, constraint, pin)
-    found = ix.memo.get(key)
+@dataclass(frozen=True)
+class Selected:
+    """The builds a version constraint selects, best first."""
+
+    builds: list[Build]
+    stand_in: Problem | None  # the warning when the rows of another release of its series stand in for it
+    newest_first: bool  # in the order `_combine` ranks: newest release, then newest CUDA, first
+
+
+def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index) -> Selected:
+    """The builds `constraint` selects. Cached: the targets of a fleet ask the same."""
+    key = (name, constraint, pin)
+    found = ix.memo.selected.get(key)
     if found is None:
         candidates, stand_in = frameworks.get(name).candidates(constraint, _pinned(constraint), ix), None
         if candidates is None:
@@ -130,17 +138,8 @@ def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index)
             candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
         if not candidates:
             candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
-        found = ix.memo[key] = (candidates, stand_in)
-    return found
-
-
-def _newest_first(builds: list[Build], ix: Index) -> bool:
-    """Are `builds` (a list `_selected` keeps) in the order `_combine` ranks: newest release,
-    then newest CUDA, first? (Filters keep the order.)"""
-    key = ("newest first", id(builds))
-    found = ix.memo.get(key)
-    if found is None:
-        found = ix.memo[key] = all((a.v, a.cuda_v) >= (b.v, b.cuda_v) for a, b in zip(builds, builds[1:]))
+        newest_first = all((a.v, a.cuda_v) >= (b.v, b.cuda_v) for a, b in zip(candidates, candidates[1:]))
+        found = ix.memo.selected[key] = Selected(candidates, stand_in, newest_first)
     return found
 
 
@@ -152,11 +151,11 @@ def wanted_pythons(req: Request) -> frozenset[str]:
 def _on_platform(candidates: list[Build], platform: str, ix: Index) -> list[Build]:
     """Rows per platform (PyTorch's Windows wheels): where some build lists the platform,
     those decide. Memoised: the targets of a fleet ask the same."""
-    key = ("on platform", tuple(candidates), platform)
-    found = ix.memo.get(key)
+    key = (tuple(candidates), platform)
+    found = ix.memo.on_platform.get(key)
     if found is None:
         on_platform = [b for b in candidates if platform in b.platforms]
-        found = ix.memo[key] = on_platform if on_platform and len(on_platform) < len(candidates) else candidates
+        found = ix.memo.on_platform[key] = on_platform if on_platform and len(on_platform) < len(candidates) else candidates
     return found
 
 
@@ -208,10 +207,10 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
     builds = [b for b in ix.builds.get(name, []) if b.version in set(chosen)]
     if not marked and len(release.release) >= 3 and release.release[2] > 0:
         # the patch release is what gets installed; its series' row says how it was built
-        key = ("patch-stand-in", name, str(release))
-        found = ix.memo.get(key)
+        key = (name, str(release))
+        found = ix.memo.stand_in_builds.get(key)
         if found is None:
-            found = ix.memo[key] = [dataclasses.replace(b, version=str(release)) for b in builds]
+            found = ix.memo.stand_in_builds[key] = [dataclasses.replace(b, version=str(release)) for b in builds]
         builds = found
     if pin is not None and marked and not any(pin.matches(b.cuda) for b in builds):
         return [], None  # the pinned variant has no rows: only the CUDA-level checks can judge it
@@ -259,15 +258,14 @@ def _pinned(constraint: Constraint):
 
 
 def _word_variant(p: Problem, b: Build, candidates: list[Build], pin: CudaPin | None) -> Problem:
-    if p.kind != "framework_cuda_mismatch" or p.message:
+    if not p.hints.other_variant:
         return p
     same = [c for c in candidates if c.version == b.version and c.installer == b.installer]
     return Problem(
         p.kind,
         f"{b.framework} {b.version} on {b.installer} is built only for {_variants(same)}; you asked for "
         f"{_asked(pin, b)}, so the CUDA version or the {b.framework} version must move",
-        tuple(_row_fact(c) for c in same[:4]), framework=b.framework,
-        hints={"cudas": sorted({c.cuda for c in same}, key=parse_version)})
+        tuple(_row_fact(c) for c in same[:4]), framework=b.framework)
 
 
 def _asked(pin: CudaPin | None, b: Build) -> str:
@@ -313,11 +311,10 @@ def combine(outcomes: list[Outcome], req: Request, ix: Index | None = None) -> t
     fleet mostly have the same viable builds)."""
     if ix is None:
         return _combine(outcomes, req)
-    key = ("combine", tuple((o.name, tuple(map(id, o.viable))) for o in outcomes), req.installer, req.python,
-           req.platform)
-    found = ix.memo.get(key)
+    key = (tuple((o.name, tuple(o.viable)) for o in outcomes), req.installer, req.python, req.platform)
+    found = ix.memo.combined.get(key)
     if found is None:
-        found = ix.memo[key] = _combine(outcomes, req)
+        found = ix.memo.combined[key] = _combine(outcomes, req)
     choice, apart = found
     return (None if choice is None else Choice(dict(choice.builds), choice.python, choice.installer)), list(apart)
 
@@ -401,18 +398,18 @@ def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:
     if not set.intersection(*majors):
         parts = "; ".join(f"{o.name} {_versions(o.viable)} for CUDA {', '.join(f'{m}.x' for m in sorted(ms))}"
                           for o, ms in zip(outcomes, majors))
-        return Problem("framework_cuda_mismatch",
+        return Problem(ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                        f"one environment has one CUDA major, but {parts}, so one framework version must move",
-                       framework=outcomes[-1].name, hints={"apart": "cuda"})
+                       framework=outcomes[-1].name)
     inst = [{b.installer for b in o.viable} for o in outcomes]
     if not set.intersection(*inst) or (req.installer and not all(req.installer in i for i in inst)):
         parts = "; ".join(f"{o.name} only with {', '.join(sorted(i))}" for o, i in zip(outcomes, inst))
-        return Problem("framework_cuda_mismatch", f"{names} share no installer ({parts}), so one must move",
-                       framework=outcomes[-1].name, hints={"apart": "installer"})
+        return Problem(ConflictKind.FRAMEWORK_CUDA_MISMATCH, f"{names} share no installer ({parts}), so one must move",
+                       framework=outcomes[-1].name)
     pys = [set().union(*(b.pythons_on(req.platform) or set(known_pythons()) for b in o.viable)) for o in outcomes]
     if req.python or not set.intersection(*pys):
-        return Problem("python_unsupported", f"{names} support no common Python, so one framework version must move",
-                       framework=outcomes[-1].name, hints={"apart": "python"})
-    return Problem("framework_cuda_mismatch",
+        return Problem(ConflictKind.PYTHON_UNSUPPORTED, f"{names} support no common Python, so one framework version must move",
+                       framework=outcomes[-1].name)
+    return Problem(ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                    f"{names} have no build for one shared CUDA version, so one framework version must move",
-                   framework=outcomes[-1].name, hints={"apart": "cuda"})
+                   framework=outcomes[-1].name)

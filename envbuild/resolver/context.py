@@ -16,6 +16,7 @@ from envbuild.model import Fact
 from envbuild.frameworks import build as b
 from envbuild.resolver import lockable
 from envbuild.resolver.artefacts import WheelTable
+from envbuild.resolver.memo import Memo
 from envbuild.values import DriverVersion, major_minor
 from envbuild.versions import parse_version
 
@@ -40,7 +41,7 @@ class Index:
             self.release_rows.setdefault(key, []).append(r)
         for rows in self.release_rows.values():
             rows.sort(key=lambda r: parse_version(r.version))
-        self.memo: dict = {}  # check results and derived lists, keyed by what they depend on
+        self.memo = Memo()  # answers kept for the life of the index, one typed cache each
         self._driver_rules: dict = {}
         self._driver_cudas: dict = {}
         self.drivers = Lazy(DriverVersion.parse)  # the matrices' driver texts, parsed once
@@ -87,6 +88,11 @@ class Index:
     # --- GPUs ---------------------------------------------------------------------------
     def gpu(self, text: str) -> t.Gpu | None:
         return lookup.find_gpu(self.m, text)
+
+    @functools.cached_property
+    def table_capabilities(self) -> frozenset[str]:
+        """The compute capabilities of the GPU table's rows."""
+        return frozenset(g.compute_capability for g in self.m.gpus)
 
     # --- CUDA <-> driver (the rules live in envbuild.matrix.lookup; memoised here) --------
     def driver_rule(self, cuda: str, platform: str):

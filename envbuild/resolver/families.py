@@ -12,8 +12,8 @@ from envbuild import specifiers
 from envbuild.frameworks.build import known_pythons
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
-from envbuild.resolver.problem import Problem
-from envbuild.values import ComputeCapability, major_minor
+from envbuild.resolver.problem import Hints, Problem
+from envbuild.values import ComputeCapability, ConflictKind, major_minor
 from envbuild.versions import parse_version
 
 _NO_GPU = {
@@ -25,10 +25,10 @@ _NO_GPU = {
 def rules_for(ix: Index, framework: str, version: Version | None, platform: str | None) -> list[t.FamilyRule]:
     """The rules that cover `framework` `version` on `platform` (None: rules for every
     platform only). A rule with a release range needs a known version."""
-    key = ("family-rules", framework, version, platform)
-    found = ix.memo.get(key)
+    key = (framework, version, platform)
+    found = ix.memo.family_rules.get(key)
     if found is None:
-        found = ix.memo[key] = [r for r in ix.m.family_rules if _covers(r, framework, version, platform)]
+        found = ix.memo.family_rules[key] = [r for r in ix.m.family_rules if _covers(r, framework, version, platform)]
     return found
 
 
@@ -58,17 +58,17 @@ def platform_problems(ix: Index, framework: str, version: Version | None, label:
                 message = f"{label} has no CUDA build for macOS ({platform}): {why}"
             else:
                 message = f"{label} has no GPU build for {platform}; {why}"
-            out.append(Problem("platform_unsupported", message, (fact(f"{framework} {r.releases or 'every release'}: "
+            out.append(Problem(ConflictKind.PLATFORM_UNSUPPORTED, message, (fact(f"{framework} {r.releases or 'every release'}: "
                                f"no GPU build for {platform}", r),), framework=framework))
             return out
         if r.python and python and not specifiers.admits(r.python, f"{python}.0", True):
             pythons = _pythons(r.python)
             out.append(Problem(
-                "python_unsupported",
+                ConflictKind.PYTHON_UNSUPPORTED,
                 f"{label} is published on {platform} for Python {_span(pythons) or r.python}; you asked for Python "
                 f"{python}, so Python or the {framework} version must move",
                 (fact(f"{framework} {r.releases} on {platform}: python {r.python}", r),), framework=framework,
-                hints={"pythons": frozenset(pythons)} if pythons else {}))
+                hints=Hints(pythons=frozenset(pythons))))
     return out
 
 
@@ -95,7 +95,7 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
             for g in req.known_gpus if gpus is None else gpus:
                 if g.cc < low:
                     out.append(Problem(
-                        "gpu_arch_unsupported",
+                        ConflictKind.GPU_ARCH_UNSUPPORTED,
                         f"{label} needs compute capability >= {r.min_compute_capability}; your {g.label} is older, "
                         f"so the GPU must move", (fact(f"{framework} {r.releases}: min compute capability "
                                                       f"{r.min_compute_capability}", r),), framework=framework))
@@ -108,7 +108,7 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
             if not (low_ok and high_ok):
                 span = f"CUDA {r.cuda_min or '?'}..{r.cuda_max or 'newer'}"
                 out.append(Problem(
-                    "framework_cuda_mismatch",
+                    ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                     f"{label}: GPU builds of {framework} {r.releases} cover {span}; you asked for CUDA {cuda}, so the "
                     f"CUDA version or the {framework} version must move",
                     (fact(f"{framework} {r.releases}: {span}", r),), framework=framework))
@@ -117,11 +117,11 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
         if r.cudnn_min and req.cudnn is not None:
             if tuple(req.cudnn) < parse_version(r.cudnn_min).release[:len(req.cudnn)]:
                 out.append(Problem(
-                    "cudnn_mismatch",
+                    ConflictKind.CUDNN_MISMATCH,
                     f"{label} needs cuDNN >= {r.cudnn_min}; you asked for cuDNN {'.'.join(map(str, req.cudnn))}, so "
                     f"cuDNN must move up or {framework} down",
                     (fact(f"{framework} {r.releases}: cudnn_min {r.cudnn_min}", r),), framework=framework,
-                    hints={"cudnn": r.cudnn_min}))
+                    hints=Hints(cudnn=r.cudnn_min)))
     return out
 
 
@@ -150,17 +150,17 @@ def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -
                       f"ptxas", rule))
         if rule.local_ptxas == "slow":
             out.append(Problem(
-                "ptx_jit",
+                ConflictKind.PTX_JIT,
                 f"{label} JIT-compiles XLA kernels with the ptxas of the local CUDA {cuda}, which does not know "
                 f"sm_{g.sm} of your {g.label}; XLA falls back to the driver's PTX JIT (slow), so install {need}",
                 facts, soft=True, framework=rule.framework))
         else:
             out.append(Problem(
-                "gpu_arch_unsupported",
+                ConflictKind.GPU_ARCH_UNSUPPORTED,
                 f"{label} JIT-compiles its kernels with the ptxas of the local CUDA {cuda}, which does not know "
                 f"sm_{g.sm} of your {g.label} (the driver fallback fails with CUDA_ERROR_NOT_FOUND), so the local "
                 f"CUDA toolkit must move to {need}",
-                facts, framework=rule.framework, hints={"sm": g.sm, **({"cuda": first} if first else {})}))
+                facts, framework=rule.framework))
     return out
 
 

@@ -95,43 +95,43 @@ def _candidates(spec: Spec, p: Problem, a):
     kind = p.kind
     outcome = next((o for o in a.outcomes if o.name == p.framework), None)
     nearest = outcome.nearest if outcome is not None else None
-    if kind == "platform_unsupported" and p.hints.get("unbuildable_host"):
+    if kind == "platform_unsupported" and p.hints.unbuildable_host:
         return  # no platform envbuild builds for runs on that GPU; which GPU instead is the user's choice
-    if kind == "platform_unsupported" and p.hints.get("platform"):
-        yield f"build for {p.hints['platform']}", {"platform": p.hints["platform"]}
+    if kind == "platform_unsupported" and p.hints.platform:
+        yield f"build for {p.hints.platform}", {"platform": p.hints.platform}
         return
     if kind == "platform_unsupported":
         where = "under WSL2 on this Windows host" if spec.platform.startswith("win") else "on a Linux host with an NVIDIA GPU"
         yield f"build for linux-64 and run it {where}", {"platform": "linux-64"}
         return
-    if kind == "driver_too_old" and p.hints.get("driver") and spec.driver:
-        yield f"upgrade the host driver to >= {p.hints['driver']}", {"driver": p.hints["driver"]}
-    if kind == "gpu_arch_unsupported" and p.hints.get("driver_branch_max") and spec.driver:
-        yield (f"use a driver of the R{p.hints['driver_branch_max']} branch, {p.hints['driver']}",
-               {"driver": p.hints["driver"]})
-    if kind in ("python_unsupported", "not_lockable") and p.hints.get("pythons"):
-        for py in sorted(p.hints["pythons"], key=parse_version, reverse=True)[:2]:
+    if kind == "driver_too_old" and p.hints.driver and spec.driver:
+        yield f"upgrade the host driver to >= {p.hints.driver}", {"driver": p.hints.driver}
+    if kind == "gpu_arch_unsupported" and p.hints.driver_branch_max and spec.driver:
+        yield (f"use a driver of the R{p.hints.driver_branch_max} branch, {p.hints.driver}",
+               {"driver": p.hints.driver})
+    if kind in ("python_unsupported", "not_lockable") and p.hints.pythons:
+        for py in sorted(p.hints.pythons, key=parse_version, reverse=True)[:2]:
             yield f"use Python {py}", {"python": py}
-    if kind == "python_unsupported" and p.hints.get("installer") and spec.installer != p.hints["installer"]:
+    if kind == "python_unsupported" and p.hints.installer and spec.installer != p.hints.installer:
         # a conda environment brings its own interpreter instead of the base image's python3;
         # pip's in-image installer runs on older python3 than conda's (installer_python)
-        why = "whose environment brings its own Python" if p.hints["installer"] == "conda" else \
+        why = "whose environment brings its own Python" if p.hints.installer == "conda" else \
             "whose in-image installer runs on that python3"
-        yield f"install with {p.hints['installer']}, {why}", {"installer": p.hints["installer"]}
-    if kind == "python_unsupported" and p.hints.get("base_image") and spec.base_image:
+        yield f"install with {p.hints.installer}, {why}", {"installer": p.hints.installer}
+    if kind == "python_unsupported" and p.hints.base_image and spec.base_image:
         yield "let envbuild choose a matching base image", {"base_image": None}
     if kind == "cudnn_mismatch":
-        if p.hints.get("cudnn"):
-            yield f"use cuDNN {p.hints['cudnn']}", {"cudnn": p.hints["cudnn"]}
+        if p.hints.cudnn:
+            yield f"use cuDNN {p.hints.cudnn}", {"cudnn": p.hints.cudnn}
         yield "let the framework build choose cuDNN", {"cudnn": None}
     if kind in ("base_image_cuda_mismatch", "library_abi", "unknown_fact") or (kind == "driver_too_old" and spec.base_image):
         if spec.base_image:
             yield "let envbuild choose a matching base image", {"base_image": None}
         if spec.base != "auto":
             yield "use the nvidia/cuda base family", {"base": "cuda"}
-    if kind == "driver_too_old" and p.hints.get("max_cuda") and spec.cuda and not spec.frameworks:
-        yield f"use CUDA {p.hints['max_cuda']}, the newest this driver runs", {"cuda": p.hints["max_cuda"]}
-    if outcome is not None and spec.installer and p.hints.get("no_builds_for_installer"):
+    if kind == "driver_too_old" and p.hints.max_cuda and spec.cuda and not spec.frameworks:
+        yield f"use CUDA {p.hints.max_cuda}, the newest this driver runs", {"cuda": p.hints.max_cuda}
+    if outcome is not None and spec.installer and p.hints.no_builds_for_installer:
         # The framework has no build at all for this installer: switching keeps the version.
         other = "pip" if spec.installer == "conda" else "conda"
         yield f"install with {other}", {"installer": other}
@@ -162,7 +162,7 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
     # numerically near variant that lacks the GPU's kernels is no fix.
     passing = {b.cuda for b in same if checks.passes(b, req, ix, None)}
     # A driver limit means "not newer than": prefer the newest variant under it.
-    limit = p.hints.get("max_cuda")
+    limit = p.hints.max_cuda
     cudas = sorted(passing, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
     if limit:
         cudas = [c for c in sorted(passing, key=parse_version, reverse=True)
@@ -182,10 +182,9 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
 
 def _by_version(ix, name: str) -> dict[str, list]:
     """The builds of framework `name` per version, best first (as in `ix.builds`)."""
-    key = ("builds_by_version", name)
-    found = ix.memo.get(key)
+    found = ix.memo.builds_by_version.get(name)
     if found is None:
-        found = ix.memo[key] = {}
+        found = ix.memo.builds_by_version[name] = {}
         for b in ix.builds[name]:
             found.setdefault(b.version, []).append(b)
     return found

@@ -8,9 +8,10 @@ are those of Linux drivers (matrices/cuda_driver.yaml, `architectures`).
 from __future__ import annotations
 
 from envbuild.matrix import lookup
-from envbuild.resolver.problem import Problem
+from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
+from envbuild.values import ConflictKind
 
 
 def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:
@@ -33,15 +34,15 @@ def _problem(g: Gpu, row, missed: str, driver) -> Problem:
         f"{g.resolved.name} is {'an' if arch[:1] in 'AEIOU' else 'a'} {arch} GPU (compute capability {g.cc})"
     if missed == "past":
         return Problem(
-            "gpu_arch_unsupported",
+            ConflictKind.GPU_ARCH_UNSUPPORTED,
             f"{subject}, and the R{row.last_branch} driver branch is the last that drives {arch}; driver {driver} "
             f"does not see it at all, so use an R{row.last_branch} driver (e.g. {row.last_driver_linux}) on that "
             f"host or choose a newer GPU",
             (fact(f"{arch}: last driver branch R{row.last_branch}", row),),
-            hints={"driver": row.last_driver_linux, "driver_branch_max": row.last_branch})
+            hints=Hints(driver=row.last_driver_linux, driver_branch_max=row.last_branch))
     return Problem(
-        "driver_too_old",
+        ConflictKind.DRIVER_TOO_OLD,
         f"{subject}, which drivers drive from the R{row.first_branch} branch on; driver {driver} does not see it "
         f"at all, so upgrade the driver to >= {row.first_driver_linux}",
         (fact(f"{arch} ({g.cc}): first driver branch R{row.first_branch}", row),),
-        hints={"driver": row.first_driver_linux})
+        hints=Hints(driver=row.first_driver_linux))

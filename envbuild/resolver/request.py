@@ -156,10 +156,9 @@ def _pin(text: str, cuda: str) -> CudaPin:
 def _gpu(text: str, ix: Index) -> Gpu:
     # memoised per text: a fleet's joint request and the specs its fixes try name the same
     # hundred GPUs, and equal requests then hold the same Gpu values
-    key = ("gpu", text)
-    found = ix.memo.get(key)
+    found = ix.memo.gpus.get(text)
     if found is None:
-        found = ix.memo[key] = _read_gpu(text, ix)
+        found = ix.memo.gpus[text] = _read_gpu(text, ix)
     return found
 
 
