@@ -10,11 +10,13 @@ second, independent conflict, the candidate is combined with the first fix of th
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from envbuild.model import Fix, Resolution, Spec
 from envbuild.resolver import checks
 from envbuild.resolver.problem import Problem
+from envbuild.values import ConflictKind
 from envbuild.versions import cuda_to_local, parse_constraint, parse_version
 
 MAX_FIXES = 3
@@ -91,54 +93,100 @@ def _once(analysis, what: str, spec: Spec, make):
 
 
 def _candidates(spec: Spec, p: Problem, a):
-    """(description, changes) pairs for conflict `p`, nearest first."""
-    kind = p.kind
-    outcome = next((o for o in a.outcomes if o.name == p.framework), None)
-    nearest = outcome.nearest if outcome is not None else None
-    if kind == "platform_unsupported" and p.hints.unbuildable_host:
+    """(description, changes) pairs for conflict `p`, nearest first: the moves of its own
+    link (`_OWN_MOVES`), then those of the framework build."""
+    own = _OWN_MOVES.get(p.kind)
+    if own is not None:
+        yield from own(spec, p)
+    if p.kind == ConflictKind.PLATFORM_UNSUPPORTED:
+        return  # nothing built for the platform runs there, whichever build or version
+    yield from _framework_moves(spec, p, a)
+
+
+def _platform_moves(spec: Spec, p: Problem):
+    if p.hints.unbuildable_host:
         return  # no platform envbuild builds for runs on that GPU; which GPU instead is the user's choice
-    if kind == "platform_unsupported" and p.hints.platform:
+    if p.hints.platform:
         yield f"build for {p.hints.platform}", {"platform": p.hints.platform}
         return
-    if kind == "platform_unsupported":
-        where = "under WSL2 on this Windows host" if spec.platform.startswith("win") else "on a Linux host with an NVIDIA GPU"
-        yield f"build for linux-64 and run it {where}", {"platform": "linux-64"}
-        return
-    if kind == "driver_too_old" and p.hints.driver and spec.driver:
+    where = "under WSL2 on this Windows host" if spec.platform.startswith("win") else "on a Linux host with an NVIDIA GPU"
+    yield f"build for linux-64 and run it {where}", {"platform": "linux-64"}
+
+
+def _driver_moves(spec: Spec, p: Problem):
+    if p.hints.driver and spec.driver:
         yield f"upgrade the host driver to >= {p.hints.driver}", {"driver": p.hints.driver}
-    if kind == "gpu_arch_unsupported" and p.hints.driver_branch_max and spec.driver:
-        yield (f"use a driver of the R{p.hints.driver_branch_max} branch, {p.hints.driver}",
-               {"driver": p.hints.driver})
-    if kind in ("python_unsupported", "not_lockable") and p.hints.pythons:
-        for py in sorted(p.hints.pythons, key=parse_version, reverse=True)[:2]:
-            yield f"use Python {py}", {"python": py}
-    if kind == "python_unsupported" and p.hints.installer and spec.installer != p.hints.installer:
+    if spec.base_image:
+        yield from _base_moves(spec, p)
+    if p.hints.max_cuda and spec.cuda and not spec.frameworks:
+        yield f"use CUDA {p.hints.max_cuda}, the newest this driver runs", {"cuda": p.hints.max_cuda}
+
+
+def _gpu_arch_moves(spec: Spec, p: Problem):
+    if p.hints.driver_branch_max and spec.driver:
+        yield f"use a driver of the R{p.hints.driver_branch_max} branch, {p.hints.driver}", {"driver": p.hints.driver}
+
+
+def _python_versions(spec: Spec, p: Problem):
+    for py in sorted(p.hints.pythons, key=parse_version, reverse=True)[:2]:
+        yield f"use Python {py}", {"python": py}
+
+
+def _python_moves(spec: Spec, p: Problem):
+    yield from _python_versions(spec, p)
+    installer = p.hints.installer
+    if installer and spec.installer != installer:
         # a conda environment brings its own interpreter instead of the base image's python3;
         # pip's in-image installer runs on older python3 than conda's (installer_python)
-        why = "whose environment brings its own Python" if p.hints.installer == "conda" else \
+        why = "whose environment brings its own Python" if installer == "conda" else \
             "whose in-image installer runs on that python3"
-        yield f"install with {p.hints.installer}, {why}", {"installer": p.hints.installer}
-    if kind == "python_unsupported" and p.hints.base_image and spec.base_image:
+        yield f"install with {installer}, {why}", {"installer": installer}
+    if p.hints.base_image and spec.base_image:
         yield "let envbuild choose a matching base image", {"base_image": None}
-    if kind == "cudnn_mismatch":
-        if p.hints.cudnn:
-            yield f"use cuDNN {p.hints.cudnn}", {"cudnn": p.hints.cudnn}
-        yield "let the framework build choose cuDNN", {"cudnn": None}
-    if kind in ("base_image_cuda_mismatch", "library_abi", "unknown_fact") or (kind == "driver_too_old" and spec.base_image):
-        if spec.base_image:
-            yield "let envbuild choose a matching base image", {"base_image": None}
-        if spec.base != "auto":
-            yield "use the nvidia/cuda base family", {"base": "cuda"}
-    if kind == "driver_too_old" and p.hints.max_cuda and spec.cuda and not spec.frameworks:
-        yield f"use CUDA {p.hints.max_cuda}, the newest this driver runs", {"cuda": p.hints.max_cuda}
+
+
+def _cudnn_moves(spec: Spec, p: Problem):
+    if p.hints.cudnn:
+        yield f"use cuDNN {p.hints.cudnn}", {"cudnn": p.hints.cudnn}
+    yield "let the framework build choose cuDNN", {"cudnn": None}
+
+
+def _base_moves(spec: Spec, p: Problem):
+    if spec.base_image:
+        yield "let envbuild choose a matching base image", {"base_image": None}
+    if spec.base != "auto":
+        yield "use the nvidia/cuda base family", {"base": "cuda"}
+
+
+# The moves of each kind's own link, nearest first (the framework's moves follow).
+_OWN_MOVES: dict[ConflictKind, Callable[[Spec, Problem], Iterator[tuple[str, dict]]]] = {
+    ConflictKind.PLATFORM_UNSUPPORTED: _platform_moves,
+    ConflictKind.DRIVER_TOO_OLD: _driver_moves,
+    ConflictKind.GPU_ARCH_UNSUPPORTED: _gpu_arch_moves,
+    ConflictKind.PYTHON_UNSUPPORTED: _python_moves,
+    ConflictKind.NOT_LOCKABLE: _python_versions,
+    ConflictKind.CUDNN_MISMATCH: _cudnn_moves,
+    ConflictKind.BASE_IMAGE_CUDA_MISMATCH: _base_moves,
+    ConflictKind.LIBRARY_ABI: _base_moves,
+    ConflictKind.UNKNOWN_FACT: _base_moves,
+}
+
+# The kinds a CUDA pin can cause: dropping the pin lets envbuild choose the variant.
+_PINNED_CUDA_KINDS = frozenset({ConflictKind.FRAMEWORK_CUDA_MISMATCH, ConflictKind.GPU_ARCH_UNSUPPORTED,
+                                ConflictKind.DRIVER_TOO_OLD})
+
+
+def _framework_moves(spec: Spec, p: Problem, a):
+    """Move the framework build: its installer, its CUDA variant, its version, the CUDA pin."""
+    outcome = next((o for o in a.outcomes if o.name == p.framework), None)
     if outcome is not None and spec.installer and p.hints.no_builds_for_installer:
         # The framework has no build at all for this installer: switching keeps the version.
         other = "pip" if spec.installer == "conda" else "conda"
         yield f"install with {other}", {"installer": other}
     if outcome is not None:
-        yield from _variant_moves(spec, p, a, outcome, nearest)
-        yield from _version_moves(spec, a, outcome, nearest)
-    if spec.cuda and kind in ("framework_cuda_mismatch", "gpu_arch_unsupported", "driver_too_old"):
+        yield from _variant_moves(spec, p, a, outcome, outcome.nearest)
+        yield from _version_moves(spec, a, outcome, outcome.nearest)
+    if spec.cuda and p.kind in _PINNED_CUDA_KINDS:
         yield "drop the CUDA pin and let envbuild choose the variant", {"cuda": None}
     if spec.installer and outcome is not None:
         other = "pip" if spec.installer == "conda" else "conda"
