@@ -174,7 +174,7 @@ class Warning:  # noqa: A001 - a resolver warning, not the builtin category
     """Something that works but deserves attention (PTX JIT, minor-version compatibility,
     an image build of a host stack that would need another value: then with its fixes)."""
 
-    kind: str  # e.g. "ptx_jit", "minor_version_compat", "image_build"
+    kind: str  # a ConflictKind, e.g. ptx_jit, minor_version_compat, image_build
     message: str
     facts: tuple[Fact, ...] = ()
     fixes: tuple[Fix, ...] = ()
