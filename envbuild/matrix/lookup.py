@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from packaging.version import Version
 
@@ -18,6 +20,8 @@ from envbuild.matrix import Matrices, load
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
 from envbuild.versions import parse_version
+
+T = TypeVar("T")
 
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
 
@@ -62,24 +66,28 @@ def gpu_key(text: str) -> str:
 class _Answers:
     """Answers about one loaded matrices, kept with them (each built on first use)."""
 
-    m: Matrices
     gpu_index: gpu_match.GpuIndex | None = None  # when the data carries no compiled one
     gpu_candidates: dict[str, tuple[Gpu, ...]] = field(default_factory=dict)  # a GPU as written -> its rows
     releases_by_prefix: dict[tuple[int, ...], list[CudaRelease]] | None = None  # (12,), (12, 4) -> rows, oldest first
 
 
-_ANSWERS: dict[int, _Answers] = {}
+_ANSWERS: dict[int, tuple[Matrices, _Answers]] = {}
+
+
+def kept_for(m: Matrices, kept: dict[int, tuple[Matrices, T]], make: Callable[[Matrices], T]) -> T:
+    """`make(m)`, made once per loaded matrices and kept in `kept`. The matrices are found
+    by identity (hashing their tables would cost more than most answers), and the object
+    is held with its answer: an id may be reused once its object is gone."""
+    found = kept.get(id(m))
+    if found is None or found[0] is not m:
+        if len(kept) > 16:
+            kept.clear()
+        found = kept[id(m)] = (m, make(m))
+    return found[1]
 
 
 def _answers(m: Matrices) -> _Answers:
-    """The answers about `m`, found by its identity (checked: an object's id may be reused
-    once it is gone)."""
-    found = _ANSWERS.get(id(m))
-    if found is None or found.m is not m:
-        if len(_ANSWERS) > 16:
-            _ANSWERS.clear()
-        found = _ANSWERS[id(m)] = _Answers(m)
-    return found
+    return kept_for(m, _ANSWERS, lambda _m: _Answers())
 
 
 def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:

@@ -196,14 +196,9 @@ class Lazy(dict):
         return self[key]
 
 
-_INDEXES: dict[int, Index] = {}
+_INDEXES: dict[int, tuple[Matrices, Index]] = {}
 
 
 def index(m: Matrices) -> Index:
     """The index of `m`, built on first use (Matrices are immutable, so one per object)."""
-    found = _INDEXES.get(id(m))
-    if found is None or found.m is not m:
-        if len(_INDEXES) > 16:
-            _INDEXES.clear()
-        found = _INDEXES[id(m)] = Index(m)
-    return found
+    return lookup.kept_for(m, _INDEXES, Index)
