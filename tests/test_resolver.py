@@ -10,6 +10,7 @@ from envbuild import matrix
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
+from envbuild.values import ConflictKind
 from envbuild.versions import parse_version
 
 M = matrix.load()
@@ -494,3 +495,23 @@ def test_on_linux_aarch64_the_host_column_changes_nothing(gpu):
     spec = _torch(gpu, "linux-aarch64")
     assert resolve(spec) == resolve(spec, unlimited)
     assert resolve(_torch(gpu), unlimited).verdict != "conflict" or gpu == "Jetson Nano"  # what linux-64 said before
+
+
+# --- every kind a resolution reports is a ConflictKind -------------------------------------
+@pytest.mark.parametrize("fields", [
+    {"frameworks": {"pytorch": "1.6.0"}, "cuda": "11.0", "installer": "conda"},  # framework_cuda_mismatch
+    {"frameworks": {"pytorch": "2.1.2"}, "driver": "450.80.02", "gpus": ("Tesla K80",), "python": "3.13"},
+    {"frameworks": {"pytorch": "2.8.0"}, "driver": "450.80.02", "gpus": ("A100",), "cuda": "12.8"},  # driver_too_old
+    {"frameworks": {"tensorflow": "2.14.0"}, "gpus": ("H100",), "driver": "550.54.15"},  # ptx_jit
+    {"frameworks": {"jax": "0.4.30"}, "platform": "win-64"},  # platform_unsupported
+    {"frameworks": {"tensorflow": "2.16.1"}, "cudnn": "7.6"},  # cudnn_mismatch
+    {"frameworks": {"cupy": "13.3.0"}, "gpus": ("H100", "Tesla K80"), "driver": "535.104.05"},
+    {"frameworks": {"pytorch": "2.8.0"}, "gpus": ("GTX 1080",), "driver": "525.60.13"},  # minor_version_compat
+    {"frameworks": {"pytorch": "2.99"}, "gpus": ("NotAGPU 9000",)},  # unknown facts
+])
+def test_kinds_are_conflict_kind_members_and_serialise_as_their_text(fields):
+    r = resolve(spec(fields.pop("frameworks"), **fields), M)
+    reported = [c.kind for c in r.conflicts] + [w.kind for w in r.warnings]
+    assert reported or r.unchecked
+    assert all(type(k) is ConflictKind for k in reported), reported
+    assert [c["kind"] for c in json.loads(json.dumps(r.to_json()))["conflicts"]] == [str(c.kind) for c in r.conflicts]

@@ -11,56 +11,25 @@ architecture).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from envbuild.frameworks.build import Build
     from envbuild.matrix import tables as t
-    from envbuild.model import Fact
+    from envbuild.model import BaseImageChoice, Fact
+    from envbuild.resolver.checks import HostLinks, Verdict
+    from envbuild.resolver.checks.gpu import Answer, CarriedArchs
+    from envbuild.resolver.complete import Choice, Selected
     from envbuild.resolver.problem import Problem
     from envbuild.resolver.request import Gpu
-    from envbuild.values import ConflictKind
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a build's problems decide for the choice among builds: the kinds of its hard
-    problems, those of its soft ones, and whether it is of another CUDA variant than the
-    one pinned (such a build explains a conflict worse than one of the pinned variant)."""
-
-    hard: frozenset[ConflictKind]
-    soft: frozenset[ConflictKind]
-    other_variant: bool
-
-    @classmethod
-    def of(cls, problems: list[Problem]) -> Verdict:
-        return cls(frozenset(p.kind for p in problems if not p.soft), frozenset(p.kind for p in problems if p.soft),
-                   any(p.hints.other_variant for p in problems))
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What one link found for one build on one GPU, and whether a problem is hard."""
-
-    problems: tuple[Problem, ...]
-    hard: bool
-
-    @classmethod
-    def of(cls, problems: list[Problem]) -> Answer:
-        return cls(tuple(problems), any(not p.soft for p in problems))
-
-
-@dataclass(frozen=True)
-class HostLinks:
-    """A build's problems on the links other than the GPUs': those reported before the
-    GPUs' and those after."""
-
-    before: list[Problem]
-    after: list[Problem]
 
 
 @dataclass
 class Memo:
+    """One dictionary per question, named for it, with the module that asks it."""
+
     # checks: (build, CUDA pin, Request.host_key, Request.cc_key) -> the build's verdict
     verdicts: dict[tuple, Verdict] = field(default_factory=dict)
     # checks: (build, CUDA pin, Request.host_key) -> its host links' problems
@@ -75,13 +44,13 @@ class Memo:
     # checks.gpu: CUDA -> the fact of the architectures its toolkit compiles for
     toolkit_facts: dict[str, tuple[Fact, ...]] = field(default_factory=dict)
     # checks.gpu: build -> its arch list as `carried_archs` reads it
-    compiled_archs: dict[Build, tuple[dict[int, int], tuple[int, int] | None]] = field(default_factory=dict)
+    compiled_archs: dict[Build, CarriedArchs] = field(default_factory=dict)
     # request: a GPU as the spec writes it -> the GPU read from the matrices
     gpus: dict[str, Gpu] = field(default_factory=dict)
     # families: (framework, release, platform) -> the family rules that cover it
     family_rules: dict[tuple, list[t.FamilyRule]] = field(default_factory=dict)
     # complete: (framework, constraint, CUDA pin) -> the builds the constraint selects
-    selected: dict[tuple, Any] = field(default_factory=dict)
+    selected: dict[tuple, Selected] = field(default_factory=dict)
     # complete: (builds, platform) -> those that decide on the platform
     on_platform: dict[tuple, list[Build]] = field(default_factory=dict)
     # plugins: (framework, release) -> the builds of its series that ship it, with that release put in
@@ -89,10 +58,10 @@ class Memo:
     # complete: (framework, patch release) -> its series' builds standing in for it, with that release put in
     stand_in_builds: dict[tuple[str, str], list[Build]] = field(default_factory=dict)
     # complete: (the viable builds per framework, installer, python, platform) -> the joint choice
-    combined: dict[tuple, Any] = field(default_factory=dict)
+    combined: dict[tuple, tuple[Choice | None, list[Problem]]] = field(default_factory=dict)
     # base: what a base image choice reads -> (the image, its problems)
-    base_images: dict[tuple, Any] = field(default_factory=dict)
+    base_images: dict[tuple, tuple[BaseImageChoice | None, list[Problem]]] = field(default_factory=dict)
     # base: (family, platform) -> the catalog's images of that family with what the choice compares
-    family_images: dict[tuple[str, str], list] = field(default_factory=dict)
+    family_images: dict[tuple[str, str], list[tuple[t.BaseImage, Version, tuple]]] = field(default_factory=dict)
     # fixes: framework -> its builds by release, best first
     builds_by_version: dict[str, dict[str, list[Build]]] = field(default_factory=dict)

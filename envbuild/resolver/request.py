@@ -68,15 +68,6 @@ class Request:
         return tuple(g for g in self.gpus if g.cc is not None)
 
     @functools.cached_property
-    def checks_key(self) -> _Key:
-        """What the checks of one build read from the request, as one dictionary key whose
-        hash is computed once (a fleet's joint request has a hundred GPUs). The GPUs enter as
-        plain tuples: the requests of a fix search hold equal GPUs in new objects, and tuples
-        of strings compare without calling Python code."""
-        return _Key((self.host_key, tuple((g.resolved.name, g.resolved.compute_capability, g.resolved.datacenter)
-                                          for g in self.gpus)))
-
-    @functools.cached_property
     def first_of_each_cc(self) -> tuple[Gpu, ...]:
         """The first known GPU of each compute capability, in request order: the checks'
         verdicts depend on a GPU's capability alone (its name is only in the wording)."""

@@ -14,6 +14,8 @@ joint request names a hundred GPUs of a dozen capabilities.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envbuild.frameworks.build import Build
 from envbuild.resolver.checks.cuda import cuda_floor, cuda_variant
 from envbuild.resolver.checks.cudnn import cudnn, label_cudnn
@@ -22,7 +24,6 @@ from envbuild.resolver.checks.gpu import gpu_arch, gpu_runs_build
 from envbuild.resolver.checks.platform import platform, unpublished, wheel_platform
 from envbuild.resolver.checks.python import lock_proof, python
 from envbuild.resolver.context import Index
-from envbuild.resolver.memo import HostLinks, Verdict
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Request
 from envbuild.values import ConflictKind
@@ -31,6 +32,31 @@ __all__ = ["UNKNOWN", "Verdict", "check_build", "gpu_runs_build", "label_cudnn",
            "unknown", "verdict", "viable_of"]
 
 UNKNOWN = ConflictKind.UNKNOWN_FACT
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a build's problems decide for the choice among builds: the kinds of its hard
+    problems, those of its soft ones, and whether it is of another CUDA variant than the
+    one pinned (such a build explains a conflict worse than one of the pinned variant)."""
+
+    hard: frozenset[ConflictKind]
+    soft: frozenset[ConflictKind]
+    other_variant: bool
+
+    @classmethod
+    def of(cls, problems: list[Problem]) -> Verdict:
+        return cls(frozenset(p.kind for p in problems if not p.soft), frozenset(p.kind for p in problems if p.soft),
+                   any(p.hints.other_variant for p in problems))
+
+
+@dataclass(frozen=True)
+class HostLinks:
+    """A build's problems on the links other than the GPUs': those reported before the
+    GPUs' and those after."""
+
+    before: list[Problem]
+    after: list[Problem]
 
 
 def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:

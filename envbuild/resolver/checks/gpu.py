@@ -9,19 +9,36 @@ which asks them for every build on each of its GPUs in every resolve, has them c
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from envbuild import frameworks
 from envbuild.frameworks.build import Build
 from envbuild.model import Fact
 from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
-from envbuild.resolver.memo import Answer
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Gpu, Request
 from envbuild.values import ConflictKind, major_minor
 
 # How a GPU runs a build's code: None from a binary, else one of these.
 CANNOT, UNLISTED, PTX = "cannot", "unlisted", "ptx"
+
+# An arch list as `how_gpu_runs` compares it (`carried_archs`).
+CarriedArchs = tuple[dict[int, int], tuple[int, int] | None]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one link found for one build on one GPU, and whether a problem is hard."""
+
+    problems: tuple[Problem, ...]
+    hard: bool
+
+    @classmethod
+    def of(cls, problems: list[Problem]) -> Answer:
+        return cls(tuple(problems), any(not p.soft for p in problems))
+
+
 _NOTHING = Answer((), False)
 
 
@@ -148,7 +165,7 @@ def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
                             f"so the {b.framework} build must move", facts, framework=b.framework)]
 
 
-def _compiled(b: Build, ix: Index) -> tuple[dict[int, int], tuple[int, int] | None]:
+def _compiled(b: Build, ix: Index) -> CarriedArchs:
     """`carried_archs` of build `b`'s archs, once per build, as every GPU of a fleet is asked about."""
     found = ix.memo.compiled_archs.get(b)
     if found is None:
@@ -169,7 +186,7 @@ def gpu_runs_build(spelled: Iterable[str] | None, cuda: str, cc, ix: Index) -> s
     return how_gpu_runs(carried_archs(spelled), cc) or "sass"
 
 
-def how_gpu_runs(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> str | None:
+def how_gpu_runs(carried: CarriedArchs, cc) -> str | None:
     """How a GPU of compute capability `cc` runs what an arch list carries (`carried_archs`):
     None from a binary (of its major, at most its minor: sm_80 code runs on sm_86), PTX
     from PTX the driver JIT-compiles (of an arch at most its own), else CANNOT."""
@@ -182,7 +199,7 @@ def how_gpu_runs(carried: tuple[dict[int, int], tuple[int, int] | None], cc) -> 
     return CANNOT
 
 
-def carried_archs(spelled: Iterable[str]) -> tuple[dict[int, int], tuple[int, int] | None]:
+def carried_archs(spelled: Iterable[str]) -> CarriedArchs:
     """An arch list spelled out (`sm_XY` SASS, `compute_XY` PTX) as `how_gpu_runs` compares it:
     the lowest minor of its real archs per major ({8: 0, 9: 0} for sm_80 sm_86 sm_90), and
     its lowest PTX arch as (major, minor) or None."""
