@@ -25,8 +25,8 @@ import yaml
 
 from envbuild.matrix import tables as t
 from envbuild.matrix.gpu_match import GpuIndex, build_index
-from envbuild.model import FRAMEWORKS, GPU_HOST_PLATFORMS
-from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
+from envbuild.core.model import FRAMEWORKS, GPU_HOST_PLATFORMS
+from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
