@@ -31,7 +31,6 @@ from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matri
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
-KEEP_TABLES = 16  # cached table files (data and code versions, ~0.5 MB each); the oldest go first
 
 
 def _framework_tables() -> dict[str, tuple[str, str, type]]:
