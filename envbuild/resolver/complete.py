@@ -17,8 +17,8 @@ from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import CudaPin, Request
-from envbuild.values import ConflictKind, major_minor
-from envbuild.versions import Constraint, parse_version
+from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.versions import Constraint, parse_version
 
 
 @dataclass

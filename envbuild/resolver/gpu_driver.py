@@ -11,7 +11,7 @@ from envbuild.matrix import lookup
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import Gpu, Request
-from envbuild.values import ConflictKind
+from envbuild.core.values import ConflictKind
 
 
 def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:

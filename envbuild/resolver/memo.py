@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from envbuild.frameworks.build import Build
     from envbuild.matrix import tables as t
-    from envbuild.model import BaseImageChoice, Fact
+    from envbuild.core.model import BaseImageChoice, Fact
     from envbuild.resolver.checks import HostLinks, Verdict
     from envbuild.resolver.checks.gpu import Answer, CarriedArchs
     from envbuild.resolver.complete import Choice, Selected

@@ -11,8 +11,8 @@ import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from envbuild.model import Fact
-from envbuild.values import ConflictKind
+from envbuild.core.model import Fact
+from envbuild.core.values import ConflictKind
 
 
 @dataclass(frozen=True)

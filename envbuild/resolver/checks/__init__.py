@@ -26,7 +26,7 @@ from envbuild.resolver.checks.python import lock_proof, python
 from envbuild.resolver.context import Index
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.values import ConflictKind
+from envbuild.core.values import ConflictKind
 
 __all__ = ["UNKNOWN", "Verdict", "check_build", "gpu_runs_build", "label_cudnn", "nearest", "newest_viable", "passes",
            "unknown", "verdict", "viable_of"]

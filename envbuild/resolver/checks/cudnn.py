@@ -3,12 +3,12 @@ needs at least), and against the one a jaxlib label (`+cuda11.cudnn86`) names.""
 from __future__ import annotations
 
 from envbuild.frameworks.build import Build
-from envbuild.model import Fact
+from envbuild.core.model import Fact
 from envbuild.resolver.context import fact
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.request import Request
-from envbuild.values import ConflictKind
-from envbuild.versions import parse_version, read_local_label
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import parse_version, read_local_label
 
 
 def cudnn(b: Build, req: Request) -> list[Problem]:

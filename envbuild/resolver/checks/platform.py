@@ -7,7 +7,7 @@ from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.values import ConflictKind
+from envbuild.core.values import ConflictKind
 
 
 def platform(b: Build, req: Request, ix: Index) -> list[Problem]:

@@ -7,8 +7,8 @@ from envbuild.resolver.context import Index, fact
 from envbuild.resolver.lockable import locking_releases
 from envbuild.resolver.problem import Hints, Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.values import ConflictKind
-from envbuild.versions import ordered_versions
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import ordered_versions
 
 
 def python(b: Build, req: Request) -> list[Problem]:
