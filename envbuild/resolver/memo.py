@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from envbuild.frameworks.build import Build
     from envbuild.matrix import tables as t
     from envbuild.core.model import BaseImageChoice, Fact
-    from envbuild.resolver.checks import HostLinks, Verdict
+    from envbuild.resolver.checks import HostLinks, Verdict, Verdicts
     from envbuild.resolver.checks.gpu import Answer, CarriedArchs
     from envbuild.resolver.complete import Choice, Selected
     from envbuild.resolver.problem import Problem
@@ -30,8 +30,14 @@ if TYPE_CHECKING:
 class Memo:
     """One dictionary per question, named for it, with the module that asks it."""
 
-    # checks: (build, CUDA pin, Request.host_key, Request.cc_key) -> the build's verdict
-    verdicts: dict[tuple, Verdict] = field(default_factory=dict)
+    # checks: (CUDA pin, Request.host_key, Request.cc_key) -> build -> its verdict
+    verdicts: dict[tuple, Verdicts] = field(default_factory=dict)
+    # checks: (CUDA pin, Request.host_key) -> build -> the verdict of its host links
+    host_verdicts: dict[tuple, dict[Build, Verdict]] = field(default_factory=dict)
+    # checks: Request.cc_key -> gpu.signature -> the verdict of the GPU links of the builds of that signature
+    gpu_verdicts: dict[tuple, dict[tuple, Verdict]] = field(default_factory=dict)
+    # checks.gpu: build -> its gpu.signature
+    gpu_signatures: dict[Build, tuple] = field(default_factory=dict)
     # checks: (build, CUDA pin, Request.host_key) -> its host links' problems
     host_links: dict[tuple, HostLinks] = field(default_factory=dict)
     # checks: (build, platform, python) -> (the platform link's problems, the Python links')

@@ -20,7 +20,7 @@ from envbuild.frameworks.build import Build
 from envbuild.resolver.checks.cuda import cuda_floor, cuda_variant
 from envbuild.resolver.checks.cudnn import cudnn, label_cudnn
 from envbuild.resolver.checks.driver import driver
-from envbuild.resolver.checks.gpu import gpu_arch, gpu_runs_build
+from envbuild.resolver.checks.gpu import gpu_arch, gpu_runs_build, signature
 from envbuild.resolver.checks.platform import platform, unpublished, wheel_platform
 from envbuild.resolver.checks.python import lock_proof, python
 from envbuild.resolver.context import Index
@@ -49,6 +49,10 @@ class Verdict:
         return cls(frozenset(p.kind for p in problems if not p.soft), frozenset(p.kind for p in problems if p.soft),
                    any(p.hints.other_variant for p in problems))
 
+    def joined(self, other: Verdict) -> Verdict:
+        """The verdict of this one's problems and `other`'s together."""
+        return Verdict(self.hard | other.hard, self.soft | other.soft, self.other_variant or other.other_variant)
+
 
 @dataclass(frozen=True)
 class HostLinks:
@@ -69,13 +73,43 @@ def check_build(b: Build, req: Request, ix: Index, cuda_pin) -> list[Problem]:
 def verdict(b: Build, req: Request, ix: Index, cuda_pin) -> Verdict:
     """The kinds of `check_build`'s problems, judged on the first GPU of each compute
     capability (see the module's note)."""
-    key = (b, cuda_pin, req.host_key, req.cc_key)
+    return verdicts(req, ix, cuda_pin)[b]
+
+
+def verdicts(req: Request, ix: Index, cuda_pin) -> Verdicts:
+    """build -> its verdict, for the request's host and compute capabilities: one table,
+    looked up once by a choice among builds and then by build."""
+    key = (cuda_pin, req.host_key, req.cc_key)
     found = ix.memo.verdicts.get(key)
     if found is None:
-        host = _host_links(b, req, ix, cuda_pin)
-        found = ix.memo.verdicts[key] = Verdict.of(
-            host.before + gpu_arch(b, req.first_of_each_cc, req, ix) + host.after)
+        found = ix.memo.verdicts[key] = Verdicts(req, ix, cuda_pin)
     return found
+
+
+class Verdicts(dict):
+    """build -> its `Verdict`, worked out when first asked: the verdict of its host links
+    joined with that of its GPU links, each kept apart. The GPU links' kinds are the same
+    for every build that reads the same of itself (`gpu.signature`): the targets of a fleet
+    share its builds' host verdicts, and judge the few dozen signatures of a framework's
+    hundreds of builds on their GPUs."""
+
+    def __init__(self, req: Request, ix: Index, cuda_pin):
+        super().__init__()
+        self.req, self.ix, self.cuda_pin = req, ix, cuda_pin
+        self.host: dict[Build, Verdict] = ix.memo.host_verdicts.setdefault((cuda_pin, req.host_key), {})
+        self.gpu: dict[tuple, Verdict] = ix.memo.gpu_verdicts.setdefault(req.cc_key, {})
+
+    def __missing__(self, b: Build) -> Verdict:
+        host = self.host.get(b)
+        if host is None:
+            links = _host_links(b, self.req, self.ix, self.cuda_pin)
+            host = self.host[b] = Verdict.of(links.before + links.after)
+        shape = signature(b, self.ix)
+        gpu = self.gpu.get(shape)
+        if gpu is None:
+            gpu = self.gpu[shape] = Verdict.of(gpu_arch(b, self.req.first_of_each_cc, self.req, self.ix))
+        found = self[b] = host.joined(gpu)
+        return found
 
 
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
@@ -87,7 +121,8 @@ def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
 
 def viable_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list[Build]:
     """The builds of `builds` with no hard problem, in order."""
-    return [b for b in builds if not verdict(b, req, ix, cuda_pin).hard]
+    table = verdicts(req, ix, cuda_pin)
+    return [b for b in builds if not table[b].hard]
 
 
 def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, pythons: frozenset[str]) -> list[Build]:
@@ -95,12 +130,13 @@ def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, python
     for one of `pythons`, for `builds` sorted newest first: with one framework the choice
     ranks release, then CUDA, before all else, so no later build can be chosen, and
     their links are not checked (a fleet's targets, a fix's request)."""
+    table = verdicts(req, ix, cuda_pin)
     out: list[Build] = []
     top = None
     for b in builds:
         if top is not None and (b.v != top[0] or b.cuda_v != top[1]):
             break
-        if verdict(b, req, ix, cuda_pin).hard:
+        if table[b].hard:
             continue
         out.append(b)
         if top is None:
@@ -114,8 +150,8 @@ def nearest(builds: list[Build], req: Request, ix: Index, cuda_pin) -> Build:
     """When none of `builds` passes, the one whose problems explain it best: a build of
     the pinned CUDA variant before one of another, then the fewest hard kinds, then the
     first."""
-    ranked = ((v.other_variant, len(v.hard), rank) for rank, v in
-              enumerate(verdict(b, req, ix, cuda_pin) for b in builds))
+    table = verdicts(req, ix, cuda_pin)
+    ranked = ((v.other_variant, len(v.hard), rank) for rank, v in enumerate(table[b] for b in builds))
     return builds[min(ranked)[2]]
 
 

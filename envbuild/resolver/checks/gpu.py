@@ -64,6 +64,17 @@ def gpu_arch(b: Build, gpus: tuple[Gpu, ...], req: Request, ix: Index) -> list[P
     return out
 
 
+def signature(b: Build, ix: Index) -> tuple:
+    """What `gpu_arch` reads of build `b` to decide the kinds of its problems (its sentences
+    read more): the CUDA, the compiled architectures and the lowest GPU, the ptxas rule,
+    and, where the row states no lowest GPU, the lowest GPUs of its era's rules."""
+    found = ix.memo.gpu_signatures.get(b)
+    if found is None:
+        era = families.era_gpu_floors(ix, b.framework, b.v) if b.min_cc is None else None
+        found = ix.memo.gpu_signatures[b] = (b.framework, b.cuda, b.archs, b.min_cc, era, _local_ptxas(b, ix))
+    return found
+
+
 def _toolkit_answer(b: Build, g: Gpu, ix: Index) -> Answer:
     key = (b, g.label)
     found = ix.memo.toolkit_answers.get(key)
