@@ -114,9 +114,15 @@ class Verdicts(dict):
 
 def passes(b: Build, req: Request, ix: Index, cuda_pin) -> bool:
     """No hard problem between build `b` and the request. A fix search asks this of every
-    build on another platform (a Jetson's Arm): a build not published there fails on its
-    platform link, and its other links are not checked."""
-    return not unpublished(b, req.platform) and not verdict(b, req, ix, cuda_pin).hard
+    build for each request it tries (another platform, Python, driver): the platform and
+    Python links, which most builds fail there, are asked first, and the other links only
+    of a build that passes them."""
+    if unpublished(b, req.platform):
+        return False
+    placed, rest = _platform_links(b, req, ix)
+    if any(not p.soft for p in placed) or any(not p.soft for p in rest):
+        return False
+    return not verdict(b, req, ix, cuda_pin).hard
 
 
 def viable_of(builds: list[Build], req: Request, ix: Index, cuda_pin) -> list[Build]:
