@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -17,6 +15,7 @@ from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.versions import LocalLabel, read_local_label
 
+from cli_support import in_process
 from test_fixes import assert_fixes_pass
 
 M = matrix.load()
@@ -113,8 +112,7 @@ def test_pin_of_a_never_released_version_names_the_series():
 
 # --- unknown GPUs ---------------------------------------------------------------------------------------
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "envbuild", "resolve", *args, "--json"],
-                          capture_output=True, text=True, timeout=60)
+    return in_process("resolve", *args, "--json")
 
 
 def test_cli_unknown_gpu_is_unverified_and_exit_1_under_strict():
