@@ -202,6 +202,7 @@ def test_pip_configuration_adds_no_index_to_the_request(monkeypatch, tmp_path):
     assert request.indexes == ("https://pypi.org/simple", "https://download.pytorch.org/whl/cu121")
 
 
+@pytest.mark.slow
 def test_unreachable_index_is_an_environment_error_with_the_url_masked(tmp_path):
     closed = "http://127.0.0.1:9"  # discard port: nothing listens there
     spec, resolution = pip_resolution(f"{closed}/whl/cu121", pip_packages=["einops==0.7.0"])

@@ -32,6 +32,7 @@ def reference_mask(text: str) -> str:
                          text)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.text(alphabet="ab1+.-:/@ \t\nxé", max_size=40))
 def test_masking_gives_what_the_pattern_gave(text):
