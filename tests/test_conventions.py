@@ -126,14 +126,16 @@ def test_quiet_and_verbose_before_or_after_the_command(tmp_path):
 
 def test_verbose_shows_the_commands_envbuild_runs_with_credentials_masked(tmp_path):
     """A pip lock runs uv: -v shows its command line; the index's password never appears."""
+    no_retries = {"UV_HTTP_RETRIES": "0"}  # nothing answers on port 9: uv's retries would only wait longer
     proc = envbuild("lock", "--framework", "cupy", "--cuda", "12", "--installer", "pip", "--python", "3.10",
-                    "--index-url", "http://user:s3cret-token@127.0.0.1:9/simple", "-o", "lock", "-v", cwd=tmp_path)
+                    "--index-url", "http://user:s3cret-token@127.0.0.1:9/simple", "-o", "lock", "-v", cwd=tmp_path,
+                    env=no_retries)
     assert proc.returncode == 3, proc.stderr  # nothing answers on port 9
     running = [line for line in proc.stderr.splitlines() if line.startswith("envbuild: running: ")]
     assert running and "uv" in running[0] and "pip compile" in running[0], proc.stderr
     assert "s3cret-token" not in proc.stderr + proc.stdout
     quiet = envbuild("lock", "--framework", "cupy", "--cuda", "12", "--installer", "pip", "--python", "3.10",
-                     "--index-url", "http://127.0.0.1:9/simple", "-o", "lock", cwd=tmp_path)
+                     "--index-url", "http://127.0.0.1:9/simple", "-o", "lock", cwd=tmp_path, env=no_retries)
     assert "envbuild: running:" not in quiet.stderr
 
 
