@@ -4,8 +4,6 @@ planned image in a matrix, verify each target on a runner with its labels, and k
 value out of the shell lines. The shell lines are run for real in test_fleet_build.py."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -18,7 +16,7 @@ import yaml
 
 import fleet_support
 from envbuild import __version__
-from envbuild.cli import main
+from cli_support import in_process
 from test_ci_output import validate
 
 REPO = "127.0.0.1:5555/team/train"
@@ -27,10 +25,7 @@ SCHEMAS = {"github-actions": "vendor.github-workflows", "gitlab-ci": "vendor.git
 
 
 def _cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd):
-        code = main([str(a) for a in args])
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return in_process(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
