@@ -14,12 +14,12 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from browser import look_at
+from cli_support import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
@@ -31,8 +31,7 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"  # a file name cannot hold the / o
 
 
 def envbuild(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd or ROOT, env=env)
+    return in_process(*args, cwd=cwd or ROOT, env=env)
 
 
 # --- resolve ------------------------------------------------------------------------------------
