@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import hostinfo
-from envbuild.errors import EnvironmentProblem
+from envbuild.hostenv import hostinfo
+from envbuild.infra.errors import EnvironmentProblem
 
 from cli_support import in_process
 

@@ -15,7 +15,7 @@ import pytest
 
 from envbuild import frameworks, matrix
 from envbuild.frameworks.base import Framework
-from envbuild.model import FRAMEWORKS
+from envbuild.core.model import FRAMEWORKS
 from envbuild.spec.validate import canonical_framework
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,8 +199,8 @@ def test_no_framework_name_is_tested_outside_the_plugins():
 
 
 def test_naming_the_frameworks_imports_no_plugin():
-    """`envbuild.model` lists the frameworks without importing their plugins or the resolver."""
-    code = ("import sys, envbuild.model, envbuild.frameworks as f; f.names(); "
+    """`envbuild.core.model` lists the frameworks without importing their plugins or the resolver."""
+    code = ("import sys, envbuild.core.model, envbuild.frameworks as f; f.names(); "
             "print(sorted(m for m in sys.modules if m.startswith('envbuild.frameworks.') or m.startswith('envbuild.resolver')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

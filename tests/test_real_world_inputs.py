@@ -11,9 +11,9 @@ import json
 import pytest
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.versions import LocalLabel, read_local_label
+from envbuild.core.versions import LocalLabel, read_local_label
 
 from cli_support import in_process
 from test_fixes import assert_fixes_pass

@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 # Canonical names, in the order envbuild lists them; each is a module of this package.
-from envbuild.model import FRAMEWORKS as _NAMES
+from envbuild.core.model import FRAMEWORKS as _NAMES
 
 if TYPE_CHECKING:
     from envbuild.frameworks.base import Framework

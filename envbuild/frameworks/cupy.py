@@ -10,7 +10,7 @@ from packaging.version import Version
 from envbuild.frameworks.base import Framework, Pins
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
-from envbuild.versions import parse_version
+from envbuild.core.versions import parse_version
 
 
 class Cupy(Framework):

@@ -8,7 +8,7 @@ from envbuild.frameworks.base import Framework, Pins
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.wheels import IndexFields
-from envbuild.versions import parse_version, read_local_label
+from envbuild.core.versions import parse_version, read_local_label
 
 _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 

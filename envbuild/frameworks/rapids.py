@@ -6,8 +6,8 @@ from packaging.version import Version
 from envbuild.frameworks.base import Framework, Pins
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
-from envbuild.package_sets import package_set
-from envbuild.values import ComputeCapability
+from envbuild.core.package_sets import package_set
+from envbuild.core.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 

@@ -5,13 +5,13 @@ import difflib
 import functools
 from dataclasses import dataclass
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import gpu_key, gpu_names
-from envbuild.model import ResolvedGpu, Spec
+from envbuild.core.model import ResolvedGpu, Spec
 from envbuild.resolver.context import Index
-from envbuild.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
-from envbuild.versions import Constraint, parse_constraint, parse_version, read_local_label
+from envbuild.core.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
+from envbuild.core.versions import Constraint, parse_constraint, parse_version, read_local_label
 
 
 @dataclass(frozen=True)
