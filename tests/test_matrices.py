@@ -379,7 +379,7 @@ def test_package_sets_are_read_from_the_one_table(m):
     # every set the code asks for exists (an unknown one is a KeyError at run time)
     root = Path(package_sets.__file__).parent
     used = {found for path in root.rglob("*.py")
-            for found in re.findall(r'package_(?:set|frozenset)\("([a-z_]+)"\)', path.read_text())}
+            for found in re.findall(r'(?:package_(?:set|frozenset)\(|pip_name_set=)"([a-z_]+)"', path.read_text())}
     assert used == set(by_set)
 
 

@@ -15,7 +15,8 @@ import pytest
 from envbuild import matrix
 from envbuild.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.versions import LocalLabel, read_local_label
+from envbuild.frameworks import read_label
+from envbuild.versions import LocalLabel
 
 from test_fixes import assert_fixes_pass
 
@@ -49,7 +50,7 @@ def refused_under_strict(request) -> bool:
     ("cpu", LocalLabel("cpu")), ("rocm5.6", LocalLabel("rocm")), ("410ce96", LocalLabel("unknown")),
 ])
 def test_local_labels_are_read(label, read):
-    assert read_local_label(label) == read
+    assert read_label(label) == read
 
 
 def test_jaxlib_cuda_cudnn_label_sets_cuda_and_cudnn():

@@ -31,7 +31,7 @@ from envbuild.matrix import lookup as L, refresh
 from envbuild.matrix.lookup import version
 from envbuild.paths import MATRICES_DIR
 from envbuild.values import BaseFamily, DriverVersion, Platform
-from envbuild.versions import parse_constraint, parse_version, read_local_label
+from envbuild.versions import parse_constraint, parse_version
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 
@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         name = plugin.name
         p = sub.add_parser(name, parents=[common], help=f"{name} builds for a version (or constraint)")
         p.add_argument("version", nargs="?", help="version or constraint: 1.6.0, 2.1, '2.1.*', '>=2.1,<2.3', 1.7.1+cu101")
-        if plugin.query_installer:
+        if plugin.view.query_installer:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
     p = sub.add_parser("grid", parents=[common],
@@ -297,13 +297,13 @@ def _select(rows, query: str | None, topic: str):
     if not query:
         return list(rows), None
     local_cuda = None
-    chosen = frameworks.get(topic).select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
+    chosen = frameworks.get(topic).view.select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
     if chosen is not None:
         return chosen, None
     try:
         constraint = parse_constraint(query)
         if constraint.local:
-            label = read_local_label(constraint.local)
+            label = frameworks.read_label(constraint.local)
             if label.kind != "cuda":  # +cpu, +rocm…, a git hash: no CUDA variant to select
                 raise ValueError(f"+{constraint.local} names no CUDA build (write e.g. +cu121 or +cuda11.cudnn86)")
             local_cuda = label.cuda
@@ -368,7 +368,7 @@ def _archs(archs) -> str:
 
 
 def _framework_lines(topic: str, rows) -> list[str]:
-    headers, body = frameworks.get(topic).matrix_columns(rows, _archs, _marks)
+    headers, body = frameworks.get(topic).view.columns(rows, _archs, _marks)
     lines = _table(headers, body)
     sources = list(dict.fromkeys(r.source for r in rows))
     lines.append("sources:")

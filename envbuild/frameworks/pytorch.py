@@ -5,7 +5,7 @@ import re
 
 from packaging.version import Version
 
-from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.wheels import IndexFields
@@ -17,56 +17,20 @@ _WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack 
 _CUDA_CARRIERS = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
 
 
-class PyTorch(Framework):
-    name = "pytorch"
-    aliases = ("torch", "pytorch-gpu")
-    cpu_only = ("pytorch-cpu",)
-    table = "pytorch"
-    lists_platforms = True  # rows name each platform a build was published for
-    lists_archs = True
-    base_family = "pytorch"
-    in_dlc = True
-    pip_names = ("torch",)
-    conda_packages = ("pytorch",)
-    has_cpu_builds = True
-    variant_records = ("pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly")
+class PyTorchView(View):
     query_installer = True
 
-    def builds(self, m, minors):
-        out = []
-        for r in m.pytorch:
-            if not r.cuda:
-                continue  # CPU rows are never chosen
-            out.append(Build(
-                framework=self.name, version=r.version, installer=r.installer, cuda=r.cuda,
-                variant=r.package or (f"+{cuda_to_local(r.cuda)}" if r.installer == "pip" else f"cuda {r.cuda}"),
-                row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
-                platforms=tuple(r.platforms), package=r.package, index_url=r.index_url,
-                channels=tuple(r.channels), companions=tuple(tuple(c) for c in r.companions),
-                pypi_default=r.pypi_default,
-            ))
-        return out
+    def columns(self, rows, archs, marks):
+        return (["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"],
+                [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),
+                  archs(r.archs) + marks(r)] for r in rows])
 
-    def pins(self, b, label=None):
-        if b.installer == "conda":
-            name, _, ver = b.package.partition("=")
-            if not ver:
-                pin = name  # a feature package of the 1.0.0 era, e.g. `cuda80`
-            else:
-                pin = f"{name}=={ver}" if name == "pytorch-cuda" else f"{name}=={b.cuda}.*"
-            return Pins(conda=(f"pytorch=={b.version}=*cuda*", pin) + tuple(f"{n}=={v}" for n, v in b.companions))
-        local = f"+{cuda_to_local(b.cuda)}" if b.package.startswith("+") else ""
-        return Pins(pip=(f"torch=={b.version}{local}",) + tuple(f"{n}=={v}{local}" for n, v in b.companions),
-                    index_url=b.index_url)
 
-    def wheel_groups(self, table, b):
-        # PyPI holds one CUDA build; the others share its Pythons
-        return [table.exact("torch", b.version)], not b.pypi_default
-
-    def index_releases(self, m):
+class PyTorchRefresh(Refresh):
+    def releases(self, m):
         return {"torch": {r.version for r in m.pytorch if r.installer == "pip"}}
 
-    def index_fields(self, m, project, version, files, metadata, grouped):
+    def fields(self, m, project, version, files, metadata, grouped):
         """The CUDA runtime the default Linux wheels pin (`cuda`, and `cuda_aarch64` where
         the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only)."""
         fields, notes = {}, []
@@ -84,7 +48,7 @@ class PyTorch(Framework):
                              f"({'no CUDA runtime pinned in ' + filename if meta else 'its metadata could not be read'})")
         return IndexFields(fields, tuple(notes))
 
-    def index_findings(self, m, rows, index_url):
+    def findings(self, m, rows, index_url):
         """Where `pypi_default` in pytorch.yaml disagrees with the CUDA of PyPI's Linux wheels
         (x86_64 from the `cuda` field, aarch64 from `cuda_aarch64`)."""
         out = []
@@ -103,13 +67,58 @@ class PyTorch(Framework):
                            f"build{known}; the matrix {have}")
         return out
 
-    def index_newest(self, m):
+    def newest(self, m):
         return {"torch": {r.version for r in m.pytorch}}
 
-    def matrix_columns(self, rows, archs, marks):
-        return (["version", "installer", "cuda", "package", "python", "platforms", "archs (sm; ptx = PTX)"],
-                [[r.version, r.installer, r.cuda, r.package or "(untagged)", r.python or "?", ",".join(r.platforms),
-                  archs(r.archs) + marks(r)] for r in rows])
+
+class PyTorch(Framework):
+    name = "pytorch"
+    order = 1
+    spelling = Spelling(aliases=("torch", "pytorch-gpu"), cpu_only=("pytorch-cpu",))
+    table = "pytorch"
+    lists_platforms = True  # rows name each platform a build was published for
+    lists_archs = True
+    install = Install(base_family="pytorch", in_dlc=True)
+    lock = LockNames(
+        pip_names=("torch",), conda_packages=("pytorch",), has_cpu_builds=True,
+        variant_records=("pytorch", "libtorch", "torchvision", "torchaudio", "pytorch-mutex", "cpuonly"),
+        cpu_selectors=("cpuonly",),
+        cpu_dependencies=("pytorch-mutex 1.0 cpu",),  # the pytorch channel's CPU builds depend on it
+        cuda_selectors=("pytorch-cuda",),  # pytorch-cuda=12.1 selects the pytorch channel's CUDA 12.1 builds
+    )
+    view = PyTorchView()
+    refresh = PyTorchRefresh()
+
+    def builds(self, m, minors):
+        out = []
+        for r in m.pytorch:
+            if not r.cuda:
+                continue  # CPU rows are never chosen
+            out.append(Build(
+                framework=self.name, version=r.version, installer=r.installer, cuda=r.cuda,
+                variant=r.package or (f"+{cuda_to_local(r.cuda)}" if r.installer == "pip" else f"cuda {r.cuda}"),
+                row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
+                platforms=tuple(r.platforms), package=r.package, index_url=r.index_url,
+                channels=tuple(r.channels),
+                pypi_default=r.pypi_default,
+            ))
+        return out
+
+    def pins(self, b, label=None):
+        if b.installer == "conda":
+            name, _, ver = b.package.partition("=")
+            if not ver:
+                pin = name  # a feature package of the 1.0.0 era, e.g. `cuda80`
+            else:
+                pin = f"{name}=={ver}" if name == "pytorch-cuda" else f"{name}=={b.cuda}.*"
+            return Pins(conda=(f"pytorch=={b.version}=*cuda*", pin) + tuple(f"{n}=={v}" for n, v in b.row.companions))
+        local = f"+{cuda_to_local(b.cuda)}" if b.package.startswith("+") else ""
+        return Pins(pip=(f"torch=={b.version}{local}",) + tuple(f"{n}=={v}{local}" for n, v in b.row.companions),
+                    index_url=b.index_url)
+
+    def wheel_groups(self, table, b):
+        # PyPI holds one CUDA build; the others share its Pythons
+        return [table.exact("torch", b.version)], not b.pypi_default
 
 
 def _linux_wheels(files: list, machine: str) -> list[dict]:

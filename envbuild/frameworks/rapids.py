@@ -3,29 +3,47 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
-from envbuild.package_sets import package_set
 from envbuild.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 
 
+class RapidsView(View):
+    def columns(self, rows, archs, marks):
+        return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
+                [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
+                  r.min_compute_capability or "?", marks(r).strip()] for r in rows])
+
+
+class RapidsRefresh(Refresh):
+    def projects(self, m):
+        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
+
+    def series(self, m, files):
+        plan: dict[str, set[str]] = {}
+        for r in m.rapids:
+            series = Version(r.version).release[:2]
+            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
+                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
+                plan.setdefault(name, set()).update(found)
+        return plan
+
+
 class Rapids(Framework):
     name = "rapids"
-    aliases = ("cudf", "cuml", "cugraph", "cuspatial")
-    cuda_in_name = ((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),)  # cudf-cu12
+    order = 4
+    spelling = Spelling(aliases=("cudf", "cuml", "cugraph", "cuspatial"),
+                        cuda_in_name=((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),))  # cudf-cu12
     table = "rapids"
-    conda_first = True  # RAPIDS documents conda first
-    base_family = "rapids"
-    conda_packages = ("rapids",)
-
-    @property
-    def pip_name_prefixes(self):
-        # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
-        # rmm-cu12): the set of library names is data (matrices/packages.yaml).
-        return tuple(f"{name}-cu" for name in package_set("rapids_wheel"))
+    install = Install(conda_first=True, base_family="rapids")  # RAPIDS documents conda first
+    # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
+    # rmm-cu12): the set of library names is data (matrices/packages.yaml).
+    lock = LockNames(conda_packages=("rapids",), pip_name_set="rapids_wheel")
+    view = RapidsView()
+    refresh = RapidsRefresh()
 
     def builds(self, m, minors):
         out = []
@@ -60,23 +78,6 @@ class Rapids(Framework):
     def wheel_groups(self, table, b):
         series = Version(b.version).release[:2]
         return [table.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in _LIBRARIES], False
-
-    def index_projects(self, m):
-        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
-
-    def index_series(self, m, files):
-        plan: dict[str, set[str]] = {}
-        for r in m.rapids:
-            series = Version(r.version).release[:2]
-            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
-                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
-                plan.setdefault(name, set()).update(found)
-        return plan
-
-    def matrix_columns(self, rows, archs, marks):
-        return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
-                [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
-                  r.min_compute_capability or "?", marks(r).strip()] for r in rows])
 
 
 PLUGIN = Rapids()

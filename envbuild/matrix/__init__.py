@@ -25,7 +25,7 @@ import yaml
 
 from envbuild.matrix import tables as t
 from envbuild.matrix.gpu_match import GpuIndex, build_index
-from envbuild.model import FRAMEWORKS, GPU_HOST_PLATFORMS
+from envbuild.model import GPU_HOST_PLATFORMS
 from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
@@ -35,10 +35,10 @@ KEEP_TABLES = 16  # cached table files (data and code versions, ~0.5 MB each); t
 
 
 def _framework_tables() -> dict[str, tuple[str, str, type]]:
-    """Each framework's table: attribute and file named for the framework (model.FRAMEWORKS),
-    rows of the type in `tables` that names it."""
-    rows = {row.FRAMEWORK: row for row in vars(t).values() if isinstance(row, type) and getattr(row, "FRAMEWORK", None)}
-    return {name: (f"{name}.yaml", rows[name].ROWS_KEY, rows[name]) for name in FRAMEWORKS}
+    """Each framework's table: attribute and file named for the framework that the row type
+    in `tables` names (`Row.FRAMEWORK`)."""
+    rows = [row for row in vars(t).values() if isinstance(row, type) and getattr(row, "FRAMEWORK", None)]
+    return {row.FRAMEWORK: (f"{row.FRAMEWORK}.yaml", row.ROWS_KEY, row) for row in rows}
 
 
 # attribute name -> (file, table key in that file, row type)
@@ -85,7 +85,7 @@ class Matrices:
     driver_architectures: tuple[t.DriverArchitecture, ...] = ()
     gpus: tuple[t.Gpu, ...] = ()
     cuda_arch: tuple[t.CudaArchSupport, ...] = ()
-    # the frameworks' tables, one per name of model.FRAMEWORKS (typed fields: the plugins read `m.<table>`)
+    # the frameworks' tables, one per row type of `tables` that names a framework (the plugins read `m.<table>`)
     pytorch: tuple[t.TorchBuild, ...] = ()
     tensorflow: tuple[t.TfBuild, ...] = ()
     jax: tuple[t.JaxRelease, ...] = ()

@@ -18,7 +18,7 @@ class Row:
     """A row of a matrix table; every row carries its source."""
 
     # A framework's table (matrices/<FRAMEWORK>.yaml, the list under ROWS_KEY) names the
-    # framework here; the loader derives its entry from envbuild.model.FRAMEWORKS
+    # framework here; the loader derives its entry from it
     FRAMEWORK: ClassVar[str | None] = None
     ROWS_KEY: ClassVar[str] = ""
 
