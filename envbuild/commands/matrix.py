@@ -326,7 +326,7 @@ def _framework(m, args):
 
 def _framework_rows(m, topic: str, args) -> list:
     """The framework's rows that the version query, --installer and --cuda select."""
-    table = getattr(m, frameworks.get(topic).table)
+    table = frameworks.get(topic).rows(m)
     if not table:
         raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
     rows, local_cuda = _select(table, args.version, topic)
@@ -388,9 +388,9 @@ def _grid(args) -> int:
         raise _suggest(args.framework, frameworks.names(), "framework", "grid")
     args.framework = name
     plugin = frameworks.get(name)
-    table = getattr(m, plugin.table)
+    table = plugin.rows(m)
     if not table or not hasattr(table[0], "archs"):
-        listing = [p.name for p in frameworks.all() if getattr(m, p.table) and hasattr(getattr(m, p.table)[0], "archs")]
+        listing = [p.name for p in frameworks.all() if (rows := p.rows(m)) and hasattr(rows[0], "archs")]
         raise UserError(f"the {args.framework} rows record no compiled architectures", where="matrix grid",
                         hint=f"the grid is drawn for {', '.join(listing)}; see `envbuild matrix {args.framework}`")
     rows = _framework_rows(m, args.framework, args)

@@ -53,7 +53,7 @@ def read_label(label: str) -> LocalLabel:
     """What a pip local label says: a framework's own convention (jaxlib's `cuda11.cudnn86`),
     else the common ones (`cu121`, `cpu`, `rocm5.6`; anything else is `unknown`)."""
     for plugin in all():
-        found = plugin.read_label(label)
+        found = plugin.spelling.read_label(label)
         if found is not None:
             return found
     return read_local_label(label)

@@ -4,11 +4,12 @@ A plugin is a `Framework` subclass instance named `PLUGIN` in `envbuild/framewor
 The runtime protocol below is what the resolver, the lock and the image stages ask; it
 reads top to bottom by concern:
 
-* who it is: `name`, `order`, and `spelling` (the names specs write for it);
-* its matrix table: `rows` (its row type, `matrices/<name>.yaml`) and four shape facts;
-* its builds: `builds`, `pins`, `wheel_groups`, `candidates`, `spelled_out_archs`;
-* what the checks and images ask of a build: `needs_devel`, `windows_problem`, `install`;
-* its lock: `lock` (the package names a lock finds it by, and its CPU/GPU markers);
+* who it is: `name`, `order`, and `spelling` (the names and version labels specs write);
+* its matrix table, `matrices/<name>.yaml`: `row_type`, `rows(m)` and three shape facts;
+* its builds: `builds`, `pins`, `wheel_groups`, `candidates`, `spelled_out_archs`,
+  `windows_problem`;
+* `install` (images built around it) and `lock` (the package names a lock finds it by,
+  and its CPU/GPU markers);
 * `view` (`envbuild matrix NAME`) and `refresh` (`envbuild matrix refresh`), each on its own.
 
 Generic code merges what the plugins answer; the defaults here say "nothing special".
@@ -18,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from envbuild.matrix import Matrices, typed_rows
+from envbuild.matrix.tables import Row
 from envbuild.package_sets import package_set
 from envbuild.versions import LocalLabel
 
@@ -35,13 +38,19 @@ class Pins(NamedTuple):
 
 @dataclass(frozen=True)
 class Spelling:
-    """The names people write for the framework in a spec or on the command line."""
+    """The names (and local version labels) people write for the framework in a spec or on
+    the command line."""
 
     aliases: tuple[str, ...] = ()  # other names than the canonical one (lower case)
     # names that also pin CUDA: (regular expression whose group 1 is digits, "major" when the
     # digits name a CUDA major such as 12, "variant" when they name major+minor such as 102)
     cuda_in_name: tuple[tuple[str, str], ...] = ()
     cpu_only: tuple[str, ...] = ()  # CPU-only package names: a mistake in a GPU spec
+
+    def read_label(self, label: str) -> LocalLabel | None:
+        """What a pip local label of its own convention says (None: not one of its labels;
+        the common ones, `cu121`, `cpu`, `rocm5.6`, are read by `envbuild.versions`)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,10 @@ class Install:
     conda_first: bool = False  # its documentation installs with conda before pip
     base_family: str | None = None  # the base image family built around it (matrices/base_images.yaml)
     in_dlc: bool = False  # AWS Deep Learning Containers carry it
+
+    def needs_devel(self, cuda: str) -> str | None:
+        """Why an image for it on CUDA `cuda` must be a devel flavour, or None."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -143,18 +156,20 @@ class Framework:
     spelling: Spelling = Spelling()
 
     # --- its matrix table: matrices/<name>.yaml ------------------------------------------------
-    table: str = ""  # the `envbuild.matrix.Matrices` attribute that holds its rows
+    row_type: type = Row  # the dataclass of its rows (a `envbuild.matrix.tables.Row`)
     versions_are_series: bool = False  # rows name major series ("13"), not releases
     lists_platforms: bool = False  # rows list every platform built: a missing one is a fact
     lists_archs: bool = False  # rows record compiled archs: a missing list is an unknown fact
-    # `compute_XY` in its arch lists embeds SASS too (in PyTorch's lists it is the PTX alone)
-    ptx_entry_has_sass: bool = False
 
     # --- installing, locking, showing, refreshing ------------------------------------------------
     install: Install = Install()
     lock: LockNames = LockNames()
     view: View = View()
     refresh: Refresh = Refresh()
+
+    def rows(self, m: Matrices) -> tuple:
+        """Its matrix rows, typed."""
+        return typed_rows(m, self.name, self.row_type)
 
     # --- its builds --------------------------------------------------------------------------------
     def builds(self, m: Any, minors: list[str]) -> list:
@@ -165,11 +180,6 @@ class Framework:
     def pins(self, b: Any, label: str | None = None) -> Pins:
         """What installs build `b` (`label`: the local version label the user pinned)."""
         raise NotImplementedError
-
-    def read_label(self, label: str) -> LocalLabel | None:
-        """What a pip local label of its own convention says (None: not one of its labels;
-        the common ones, `cu121`, `cpu`, `rocm5.6`, are read by `envbuild.versions`)."""
-        return None
 
     def wheel_groups(self, table: Any, b: Any) -> tuple[list[list], bool]:
         """The rows of `table` (`envbuild.resolver.artefacts.WheelTable`) for the wheels pip
@@ -182,20 +192,9 @@ class Framework:
         return None
 
     def spelled_out_archs(self, archs: Any) -> tuple[str, ...]:
-        """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only.
-        Where its `compute_XY` embeds the SASS of XY as well (`ptx_entry_has_sass`), it
-        becomes `sm_XY compute_XY`."""
-        out: list[str] = []
-        for a in archs or ():
-            if self.ptx_entry_has_sass and a.startswith("compute_"):
-                out.append("sm_" + a[len("compute_"):])
-            out.append(a)
-        return tuple(dict.fromkeys(out))
-
-    # --- what the checks and images ask of a build -------------------------------------------------
-    def needs_devel(self, cuda: str) -> str | None:
-        """Why an image for it on CUDA `cuda` must be a devel flavour, or None."""
-        return None
+        """A build's arch list in one convention: `sm_XY` = SASS, `compute_XY` = PTX only
+        (a plugin whose lists mean something else by `compute_XY` spells them out)."""
+        return tuple(dict.fromkeys(archs or ()))
 
     def windows_problem(self, b: Any) -> tuple[str, str] | None:
         """(why, the matrix fact behind it) when build `b` has no native-Windows GPU build, or None."""

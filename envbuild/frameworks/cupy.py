@@ -3,14 +3,39 @@ CuPy major series shipped under it and the CUDA range it runs with."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envbuild.frameworks.base import Framework, LockNames, Pins, Refresh, Spelling, View
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
+from envbuild.matrix.tables import Row
 from envbuild.versions import parse_version
+
+
+# --- its rows: matrices/cupy.yaml -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CupyPackage(Row):
+    """A CuPy package (wheel or conda) and the CUDA it is built for."""
+
+    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"; conda package: "cupy"
+    cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
+    cuda_min: str = ""  # toolkit range the package runs with
+    cuda_max: str = ""
+    python: str | None = None
+    latest: str | None = None  # newest release seen published under this name (bounds an open `cupy_versions`)
+    installer: str = "pip"  # pip (a cupy-cudaXXX wheel) | conda (one package, CUDA variant chosen by cuda-version)
+    channels: tuple[str, ...] = ()  # conda channels that publish it
+
+
+@dataclass(frozen=True)
+class CupyInstall(Install):
+    def needs_devel(self, cuda):
+        if parse_version(cuda) >= Version("12.2"):
+            return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
+        return None
 
 
 class CupyView(View):
@@ -29,11 +54,11 @@ class CupyView(View):
 
 class CupyRefresh(Refresh):
     def projects(self, m):
-        return {r.package for r in m.cupy if r.installer == "pip"}
+        return {r.package for r in PLUGIN.rows(m) if r.installer == "pip"}
 
     def series(self, m, files):
         plan: dict[str, set[str]] = {}
-        for r in m.cupy:
+        for r in PLUGIN.rows(m):
             if r.installer != "pip" or r.package not in files:
                 continue
             spec = SpecifierSet(r.cupy_versions or "")
@@ -51,11 +76,12 @@ class Cupy(Framework):
         ),
         cpu_only=("cupy-cpu",),
     )
-    table = "cupy"
+    row_type = CupyPackage
     versions_are_series = True  # builds are per major series ("13"), see candidates()
     # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
     # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
     # whose record shows the CUDA variant.
+    install = CupyInstall()
     lock = LockNames(
         pip_name_prefixes=("cupy-cuda",),  # cupy-cuda12x, cupy-cuda102
         conda_packages=("cupy", "cupy-core"), variant_records=("cupy", "cupy-core"),
@@ -67,8 +93,9 @@ class Cupy(Framework):
         """CuPy rows name a wheel (or conda-forge's `cupy`) and the CuPy releases shipped under
         it (a specifier). The releases themselves are every major series any row admits."""
         out = []
-        versions = release_versions(m.cupy)
-        for r in m.cupy:
+        rows = self.rows(m)
+        versions = release_versions(rows)
+        for r in rows:
             if not (r.cuda_min and r.cuda_max):
                 continue
             for version in versions:
@@ -109,11 +136,6 @@ class Cupy(Framework):
                 if pinned.release[0] == b.v.release[0] and SpecifierSet(b.row.cupy_versions or "").contains(pinned, prereleases=True)
             ])
         return found
-
-    def needs_devel(self, cuda):
-        if parse_version(cuda) >= Version("12.2"):
-            return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
-        return None
 
     def wheel_groups(self, table, b):
         spec = SpecifierSet(getattr(b.row, "cupy_versions", "") or "")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -9,6 +10,7 @@ from packaging.version import Version
 from envbuild.frameworks.base import Framework, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
+from envbuild.matrix.tables import Row
 from envbuild.matrix.wheels import IndexFields
 from envbuild.versions import LocalLabel, parse_version
 
@@ -16,6 +18,40 @@ _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same 
 # jaxlib's local labels: `cuda111` (0.1.x, CUDA 11.1) and `cuda11.cudnn86` (CUDA 11 with cuDNN >= 8.6)
 _CUDA_LABEL = re.compile(r"^cuda([7-9]\d|1\d\d)$")
 _CUDA_CUDNN_LABEL = re.compile(r"^cuda(\d{1,2})[._]cudnn(\d{2,4})$")
+
+
+# --- its rows: matrices/jax.yaml ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class JaxRelease(Row):
+    """A jax/jaxlib release and the CUDA and cuDNN its GPU plugins need."""
+
+    version: str = ""  # "0.4.31"
+    python: str | None = None  # ">=3.10"
+    cuda_majors: tuple[int, ...] = ()  # CUDA plugin majors published for it: (12,) / (12, 13)
+    pip_extras: tuple[str, ...] = ()  # ("cuda12",) / ("cuda12_pip", "cuda11_pip")
+    cudnn_min: str | None = None  # "9.1"
+    driver_min_linux: str | None = None  # per the installation docs of that era
+    # per CUDA major, the oldest CUDA minor whose libraries the GPU build accepts (it was
+    # built against that minor or states it as the floor): ((11, "11.8"), (12, "12.2")).
+    # A major missing here = not read.
+    cuda_min: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class JaxSpelling(Spelling):
+    def read_label(self, label):
+        """jaxlib's labels (`_CUDA_LABEL`, `_CUDA_CUDNN_LABEL`)."""
+        text = label.strip().lower()
+        match = _CUDA_LABEL.match(text)
+        if match:
+            digits = match.group(1)
+            return LocalLabel("cuda", cuda=f"{int(digits[:-1])}.{digits[-1]}")
+        match = _CUDA_CUDNN_LABEL.match(text)
+        if match:  # `cudnn805` = 8.0.5
+            cudnn = match.group(2)
+            cudnn = f"{cudnn[0]}.{cudnn[1]}" + (f".{cudnn[2:]}" if len(cudnn) > 2 else "")
+            return LocalLabel("cuda", cuda=str(int(match.group(1))), cudnn=cudnn)
+        return None
 
 
 class JaxView(View):
@@ -30,11 +66,11 @@ class JaxRefresh(Refresh):
     sdist_projects = ("jax",)  # early jax releases were published as sdists only
 
     def releases(self, m):
-        return {"jax": {r.version for r in m.jax}}
+        return {"jax": {r.version for r in PLUGIN.rows(m)}}
 
     def projects(self, m):
         """jaxlib and the CUDA plugins (and their PJRT runtimes) the releases' extras pin."""
-        majors = {major for r in m.jax for major in r.cuda_majors}
+        majors = {major for r in PLUGIN.rows(m) for major in r.cuda_majors}
         return {"jaxlib"} | {f"jax-cuda{mj}-{kind}" for mj in majors for kind in ("plugin", "pjrt")}
 
     def fields(self, m, project, version, files, metadata, grouped):
@@ -58,14 +94,14 @@ class JaxRefresh(Refresh):
         return IndexFields(fields, tuple(notes), pinned)
 
     def newest(self, m):
-        return {"jax": {r.version for r in m.jax}}
+        return {"jax": {r.version for r in PLUGIN.rows(m)}}
 
 
 class Jax(Framework):
     name = "jax"
     order = 3
-    spelling = Spelling(aliases=("jaxlib",), cuda_in_name=((r"^jax-cuda(\d+)-(?:plugin|pjrt)$", "major"),))  # jax-cuda12-plugin
-    table = "jax"
+    spelling = JaxSpelling(aliases=("jaxlib",), cuda_in_name=((r"^jax-cuda(\d+)-(?:plugin|pjrt)$", "major"),))  # jax-cuda12-plugin
+    row_type = JaxRelease
     lock = LockNames(
         pip_names=("jax",), pip_name_prefixes=("jax-cuda",),  # jax-cuda12-plugin, jax-cuda12-pjrt
         conda_packages=("jaxlib",), has_cpu_builds=True, variant_records=("jaxlib",),
@@ -76,7 +112,7 @@ class Jax(Framework):
 
     def builds(self, m, minors):
         out = []
-        for r in m.jax:
+        for r in self.rows(m):
             floors = dict(r.cuda_min)
             for major in r.cuda_majors:
                 extra = next((e for e in r.pip_extras if e.startswith(f"cuda{major}") and "local" not in e), None)
@@ -95,25 +131,12 @@ class Jax(Framework):
 
     def pins(self, b, label=None):
         extra = b.extras
-        read = self.read_label(label) if label else None
+        read = self.spelling.read_label(label) if label else None
         cudnn = read.cudnn if read else None
         if cudnn:  # `+cuda11.cudnn86` asks for the cuDNN 8.6 wheel: its extra, where the release has one
             wanted = f"cuda{b.cuda_major}_cudnn{cudnn.replace('.', '')}"
             extra = wanted if wanted in b.row.pip_extras else extra
         return Pins(pip=(f"jax[{extra}]=={b.version}",))
-
-    def read_label(self, label):
-        text = label.strip().lower()
-        match = _CUDA_LABEL.match(text)
-        if match:
-            digits = match.group(1)
-            return LocalLabel("cuda", cuda=f"{int(digits[:-1])}.{digits[-1]}")
-        match = _CUDA_CUDNN_LABEL.match(text)
-        if match:  # `cudnn805` = 8.0.5
-            cudnn = match.group(2)
-            cudnn = f"{cudnn[0]}.{cudnn[1]}" + (f".{cudnn[2:]}" if len(cudnn) > 2 else "")
-            return LocalLabel("cuda", cuda=str(int(match.group(1))), cudnn=cudnn)
-        return None
 
     def wheel_groups(self, table, b):
         jax = table.exact("jax", b.version)
@@ -137,7 +160,7 @@ def _extra_pins(m, version: str, meta: str | None, grouped: dict) -> dict[str, d
     on the index that jax's Requires-Dist admits (what pip installs)."""
     if not meta:
         return {}
-    row = next(r for r in m.jax if r.version == version)
+    row = next(r for r in PLUGIN.rows(m) if r.version == version)
     out = {}
     for extra in row.pip_extras:
         if any(s in extra for s in _CUDA_EXTRA_SKIP):
@@ -158,7 +181,7 @@ def _extra_pins(m, version: str, meta: str | None, grouped: dict) -> dict[str, d
 
 def _extra_pins_guessed(m, version: str, grouped: dict) -> dict[str, dict[str, str]]:
     """jax has always pinned a jaxlib (and plugin) no newer than itself, of its own series."""
-    row = next(r for r in m.jax if r.version == version)
+    row = next(r for r in PLUGIN.rows(m) if r.version == version)
     top = Version(version)
 
     def newest(name: str) -> str | None:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from packaging.version import Version
 
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
+from envbuild.matrix.tables import Row
 from envbuild.matrix.wheels import IndexFields
 from envbuild.values import major_minor
 from envbuild.versions import cuda_to_local
@@ -15,6 +17,27 @@ from envbuild.versions import cuda_to_local
 _WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack some)
 # the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package
 _CUDA_CARRIERS = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")
+
+
+# --- its rows: matrices/pytorch.yaml ------------------------------------------------------------------
+@dataclass(frozen=True)
+class TorchBuild(Row):
+    """One published GPU build of PyTorch: a version for one CUDA variant on one installer."""
+
+    version: str = ""  # "1.6.0"
+    installer: str = ""  # "pip" | "conda"
+    cuda: str = ""  # CUDA variant, major.minor: "10.2"
+    package: str = ""  # how the variant is named: "+cu102" (pip), "cudatoolkit=10.2" / "pytorch-cuda=11.8" (conda)
+    python: str | None = None  # PEP 440 specifier of supported Pythons, ">=3.6,<3.9"; None = not read
+    index_url: str | None = None  # pip: "https://download.pytorch.org/whl/cu102"
+    channels: tuple[str, ...] = ()  # conda: ("pytorch",) / ("pytorch", "nvidia")
+    archs: tuple[str, ...] | None = None  # ("sm_37", ..., "compute_75"); None = not read
+    cudnn: str | None = None
+    platforms: tuple[str, ...] = ("linux-64",)
+    companions: tuple[tuple[str, str], ...] = ()  # (("torchvision", "0.7.0"), ("torchaudio", "0.6.0"))
+    # pip only: a plain `pip install torch==VERSION` from PyPI (no local tag, no index URL)
+    # gets this very build. Rows whose `package` is "" exist only as that untagged wheel.
+    pypi_default: bool = False
 
 
 class PyTorchView(View):
@@ -28,15 +51,16 @@ class PyTorchView(View):
 
 class PyTorchRefresh(Refresh):
     def releases(self, m):
-        return {"torch": {r.version for r in m.pytorch if r.installer == "pip"}}
+        return {"torch": {r.version for r in PLUGIN.rows(m) if r.installer == "pip"}}
 
     def fields(self, m, project, version, files, metadata, grouped):
         """The CUDA runtime the default Linux wheels pin (`cuda`, and `cuda_aarch64` where
         the matrix lists an aarch64 GPU build: older aarch64 wheels are CPU-only)."""
         fields, notes = {}, []
+        rows = PLUGIN.rows(m)
         for machine, key in (("x86_64", "cuda"), ("aarch64", "cuda_aarch64")):
             if machine == "aarch64" and version not in {
-                    b.version for b in m.pytorch if b.installer == "pip" and "linux-aarch64" in b.platforms}:
+                    b.version for b in rows if b.installer == "pip" and "linux-aarch64" in b.platforms}:
                 continue
             meta, filename = metadata(_linux_wheels(files, machine))
             cuda = cuda_of_wheel(meta, machine) if meta else None
@@ -51,11 +75,11 @@ class PyTorchRefresh(Refresh):
     def findings(self, m, rows, index_url):
         """Where `pypi_default` in pytorch.yaml disagrees with the CUDA of PyPI's Linux wheels
         (x86_64 from the `cuda` field, aarch64 from `cuda_aarch64`)."""
-        out = []
+        out, table = [], PLUGIN.rows(m)
         for platform, key in (("linux-64", "cuda"), ("linux-aarch64", "cuda_aarch64")):
             cuda_of = {r["version"]: r[key] for r in rows if r["package"] == "torch" and r.get(key)}
             for version, cuda in sorted(cuda_of.items(), key=lambda kv: Version(kv[0])):
-                builds = [b for b in m.pytorch if b.installer == "pip" and b.version == version and platform in b.platforms]
+                builds = [b for b in table if b.installer == "pip" and b.version == version and platform in b.platforms]
                 if not builds:
                     continue  # the matrix lists no GPU build of this release for the platform
                 flagged = sorted({b.cuda for b in builds if b.pypi_default}, key=Version)
@@ -68,14 +92,14 @@ class PyTorchRefresh(Refresh):
         return out
 
     def newest(self, m):
-        return {"torch": {r.version for r in m.pytorch}}
+        return {"torch": {r.version for r in PLUGIN.rows(m)}}
 
 
 class PyTorch(Framework):
     name = "pytorch"
     order = 1
     spelling = Spelling(aliases=("torch", "pytorch-gpu"), cpu_only=("pytorch-cpu",))
-    table = "pytorch"
+    row_type = TorchBuild
     lists_platforms = True  # rows name each platform a build was published for
     lists_archs = True
     install = Install(base_family="pytorch", in_dlc=True)
@@ -91,7 +115,7 @@ class PyTorch(Framework):
 
     def builds(self, m, minors):
         out = []
-        for r in m.pytorch:
+        for r in self.rows(m):
             if not r.cuda:
                 continue  # CPU rows are never chosen
             out.append(Build(

@@ -1,14 +1,32 @@
 """RAPIDS: one matrix row per (release, CUDA major), with the CUDA range it runs on."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from packaging.version import Version
 
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
+from envbuild.matrix.tables import Row
 from envbuild.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
+
+
+# --- its rows: matrices/rapids.yaml --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RapidsRelease(Row):
+    """A RAPIDS release for one CUDA major: its CUDA range, Pythons, driver and lowest GPU."""
+
+    version: str = ""  # "24.02"
+    python: tuple[str, ...] = ()  # ("3.9", "3.10", "3.11")
+    cuda_major: int = 0  # one row per CUDA major the release supports
+    cuda_min: str = ""  # "12.0"
+    cuda_max: str = ""  # "12.2"
+    driver_min_linux: str | None = None
+    min_compute_capability: str | None = None  # "7.0"
+    pip_index_url: str | None = None  # where pip finds the -cuXX wheels; "" = the release has none
 
 
 class RapidsView(View):
@@ -20,11 +38,11 @@ class RapidsView(View):
 
 class RapidsRefresh(Refresh):
     def projects(self, m):
-        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
+        return {f"{n}-cu{r.cuda_major}" for r in PLUGIN.rows(m) for n in _LIBRARIES}
 
     def series(self, m, files):
         plan: dict[str, set[str]] = {}
-        for r in m.rapids:
+        for r in PLUGIN.rows(m):
             series = Version(r.version).release[:2]
             for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
                 found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
@@ -37,7 +55,7 @@ class Rapids(Framework):
     order = 4
     spelling = Spelling(aliases=("cudf", "cuml", "cugraph", "cuspatial"),
                         cuda_in_name=((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),))  # cudf-cu12
-    table = "rapids"
+    row_type = RapidsRelease
     install = Install(conda_first=True, base_family="rapids")  # RAPIDS documents conda first
     # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
     # rmm-cu12): the set of library names is data (matrices/packages.yaml).
@@ -47,7 +65,7 @@ class Rapids(Framework):
 
     def builds(self, m, minors):
         out = []
-        for r in m.rapids:
+        for r in self.rows(m):
             if not (r.cuda_min and r.cuda_max):
                 continue
             pythons = frozenset(r.python) if r.python else None

@@ -1,10 +1,30 @@
 """TensorFlow: one matrix row per tested configuration (release, CUDA, cuDNN) of the pip wheel."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from packaging.version import Version
 
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
+from envbuild.matrix.tables import Row
+
+
+# --- its rows: matrices/tensorflow.yaml ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TfBuild(Row):
+    """A tested TensorFlow build: Python, CUDA and cuDNN per release."""
+
+    version: str = ""  # "2.15.0"
+    python: str | None = None  # ">=3.9,<3.12"
+    cuda: str = ""  # "12.2"
+    cudnn: str | None = None  # "8.9"
+    pip_extra: str | None = None  # "and-cuda" from 2.14 on (pip installs CUDA libraries)
+    windows_gpu: bool = False  # native Windows GPU build exists (only < 2.11)
+    # the Linux wheel's TF_CUDA_COMPUTE_CAPABILITIES as its build_info.py prints them:
+    # ("sm_50", ..., "compute_80"). In TensorFlow's notation `sm_XY` is SASS only and
+    # `compute_XY` is SASS *and* PTX of XY (unlike TorchBuild.archs). None = not read
+    archs: tuple[str, ...] | None = None
 
 
 class TensorFlowView(View):
@@ -18,12 +38,12 @@ class TensorFlowView(View):
 class TensorFlowRefresh(Refresh):
     def releases(self, m):
         plan: dict[str, set[str]] = {}
-        for r in m.tensorflow:
+        for r in PLUGIN.rows(m):
             plan.setdefault(_wheel_name(r.version), set()).add(r.version)
         return plan
 
     def newest(self, m):
-        return {"tensorflow": {r.version for r in m.tensorflow}}
+        return {"tensorflow": {r.version for r in PLUGIN.rows(m)}}
 
 
 class TensorFlow(Framework):
@@ -31,9 +51,7 @@ class TensorFlow(Framework):
     order = 2
     # tf-nightly publishes the nightlies (2.N.0.devYYYYMMDD) of the coming 2.N release
     spelling = Spelling(aliases=("tf", "tensorflow-gpu", "tf-nightly", "tf-nightly-gpu"), cpu_only=("tensorflow-cpu",))
-    table = "tensorflow"
-    # TensorFlow's .bazelrc: "`compute_XY` enables PTX embedding in addition to SASS"
-    ptx_entry_has_sass = True
+    row_type = TfBuild
     install = Install(base_family="tensorflow", in_dlc=True)
     lock = LockNames(
         pip_name_prefixes=("tensorflow",),  # tensorflow, tensorflow-gpu
@@ -46,7 +64,7 @@ class TensorFlow(Framework):
 
     def builds(self, m, minors):
         out = []
-        for r in m.tensorflow:
+        for r in self.rows(m):
             if not r.cuda:
                 continue
             out.append(Build(
@@ -66,6 +84,16 @@ class TensorFlow(Framework):
 
     def wheel_groups(self, table, b):
         return [table.exact(_wheel_name(b.version), b.version)], False
+
+    def spelled_out_archs(self, archs):
+        """TensorFlow's .bazelrc: "`compute_XY` enables PTX embedding in addition to SASS",
+        so its `compute_XY` becomes `sm_XY compute_XY` (in PyTorch's lists it is the PTX alone)."""
+        out: list[str] = []
+        for a in archs or ():
+            if a.startswith("compute_"):
+                out.append("sm_" + a[len("compute_"):])
+            out.append(a)
+        return tuple(dict.fromkeys(out))
 
     def windows_problem(self, b):
         if b.row.windows_gpu:

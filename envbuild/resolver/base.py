@@ -53,7 +53,7 @@ def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | No
         if _pkg_name(pkg) in package_frozenset("needs_compiler"):
             return f"{_pkg_name(pkg)} compiles CUDA code, so the image needs nvcc (devel)"
     for b in builds if cuda else ():
-        why = frameworks.get(b.framework).needs_devel(cuda)
+        why = frameworks.get(b.framework).install.needs_devel(cuda)
         if why:
             return why
     return None
