@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from envbuild import frameworks, matrix
+from envbuild.frameworks.__main__ import main, schema_texts
 from envbuild.frameworks.base import Framework, Refresh, View
 from envbuild.spec.validate import canonical_framework
 
@@ -84,14 +85,19 @@ def test_each_plugin_implements_the_protocol(name, m):
     assert body and all(len(cells) == len(headers) for cells in body)
 
 
-def test_the_published_schemas_name_the_same_frameworks():
-    """The JSON schemas stay static files (they are published): their framework enums must
-    equal the registry's names and aliases."""
+def test_the_published_schemas_name_the_registry():
+    """The JSON schemas stay static files (they are published): their framework enums are
+    written from the registry by `python -m envbuild.frameworks`, and are current."""
+    for path, text in schema_texts().items():
+        assert path.read_text() == text, f"{path.name} is stale: run python -m envbuild.frameworks"
+    assert main(["--check"]) == 0
     spec = json.loads((ROOT / "schema" / "spec.schema.json").read_text())
     names, pattern = spec["properties"]["frameworks"]["propertyNames"]["anyOf"]
     assert names["enum"] == list(frameworks.aliases())
     for written in ("cupy-cuda12x", "cupy-cuda102", "cudf-cu11", "cuml-cu12", "jax-cuda12-plugin", "jax-cuda13-pjrt"):
         assert re.match(pattern["pattern"], written) and canonical_framework(written) is not None
+    for written in ("cupy-cuda", "torch-cu12", "jax-cuda12"):
+        assert not re.match(pattern["pattern"], written)
     assert json.loads((ROOT / "schema" / "matrix.schema.json").read_text())["properties"]["framework"]["enum"] == \
         list(frameworks.names())
 
