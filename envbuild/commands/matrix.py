@@ -472,7 +472,7 @@ def _refresh(args) -> int:
     """Re-read the wheel files of every release the matrices know; print a dated diff and
     write it with the new data (or, with --check, only report and fail on disagreement)."""
     directory = Path(args.data) if args.data else MATRICES_DIR
-    if not (directory / "pytorch.yaml").is_file():
+    if not (directory / "cuda_driver.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
     m = matrix.load_from(directory)
     index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
@@ -509,7 +509,7 @@ def _lock_proof(args) -> int:
     if args.workers < 1 or (args.sample is not None and args.sample < 1):
         raise UserError("--workers and --sample take a count of 1 or more", where="matrix refresh")
     directory = Path(args.data) if args.data else MATRICES_DIR
-    if not (directory / "pytorch.yaml").is_file():
+    if not (directory / "cuda_driver.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
     m = matrix.load_from(directory)
     today = datetime.date.today().isoformat()
