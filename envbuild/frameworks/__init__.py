@@ -24,6 +24,8 @@ def _plugins() -> dict[str, Framework]:
     """Canonical name -> plugin, in the order envbuild lists them (`Framework.order`)."""
     found = []
     for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):  # __main__: the schema writer, not a framework
+            continue
         plugin = getattr(importlib.import_module(f"{__name__}.{module.name}"), "PLUGIN", None)
         if plugin is not None:
             found.append(plugin)

@@ -150,6 +150,8 @@ class Refresh:
 
 
 class Framework:
+    """One framework, as the resolver, the lock and the image stages ask about it."""
+
     # --- who it is ----------------------------------------------------------------------------
     name: str = ""  # canonical: what specs, JSON output and the matrices call it
     order: int = 100  # where envbuild lists it among the frameworks (lowest first)
@@ -161,15 +163,15 @@ class Framework:
     lists_platforms: bool = False  # rows list every platform built: a missing one is a fact
     lists_archs: bool = False  # rows record compiled archs: a missing list is an unknown fact
 
+    def rows(self, m: Matrices) -> tuple:
+        """Its rows of `m`, typed as `row_type`."""
+        return typed_rows(m, self.name, self.row_type)
+
     # --- installing, locking, showing, refreshing ------------------------------------------------
     install: Install = Install()
     lock: LockNames = LockNames()
     view: View = View()
     refresh: Refresh = Refresh()
-
-    def rows(self, m: Matrices) -> tuple:
-        """Its matrix rows, typed."""
-        return typed_rows(m, self.name, self.row_type)
 
     # --- its builds --------------------------------------------------------------------------------
     def builds(self, m: Any, minors: list[str]) -> list:
