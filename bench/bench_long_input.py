@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from envbuild.urls import mask_text
+from envbuild.infra.urls import mask_text
 
 LENGTHS = (30_000, 100_000, 1_000_000)
 

@@ -43,7 +43,7 @@ def in_process_ms(fleet: Path, repeat: int) -> tuple[float, float, float]:
     from envbuild.fleet import load_fleet
     from envbuild.fleet.resolve import resolve_fleet, to_json
     from envbuild.html import grid_page, resolve_page
-    from envbuild import arch_grid
+    from envbuild.resolver import arch_grid
     from envbuild.spec import spec_from_mapping
 
     spec = spec_from_mapping({"frameworks": {"pytorch": "*"}})

@@ -18,13 +18,14 @@ import signal
 import sys
 import threading
 
-from envbuild import __version__, say
-from envbuild.completion import script
-from envbuild.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors, bounded, clip
-from envbuild.jsonout import emit, wanted
-from envbuild.report import render
-from envbuild.terminal import for_stream, strip_ansi
-from envbuild.urls import mask_text
+from envbuild import __version__
+from envbuild.output import say
+from envbuild.output.completion import script
+from envbuild.infra.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors, bounded, clip
+from envbuild.output.jsonout import emit, wanted
+from envbuild.output.report import render
+from envbuild.output.terminal import for_stream, strip_ansi
+from envbuild.infra.urls import mask_text
 
 # No path (PATH_MAX), URL or name envbuild takes is longer; a longer argument is refused
 # before anything reads it.
@@ -65,7 +66,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def add_verbosity_arguments(parser: argparse.ArgumentParser, *, default) -> None:
-    """-q/--quiet and -v/--verbose, taken before or after the subcommand (envbuild/say.py)."""
+    """-q/--quiet and -v/--verbose, taken before or after the subcommand (envbuild/output/say.py)."""
     group = parser.add_argument_group("output")
     group.add_argument("-q", "--quiet", action="store_true", default=default,
                        help="errors and warnings only: no progress, no notes")

@@ -11,7 +11,7 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from envbuild.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework, ResolvedGpu,
+from envbuild.core.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework, ResolvedGpu,
                             ResolvedStack, Spec)
 
 # Repositories of this test run live under this name, so that the run removes exactly the

@@ -178,7 +178,7 @@ def conda_resolution(channels, *, version="2.1.2", cuda="12.1", conda_specs=None
                      driver="535.104.05", max_driver_cuda="12.2", platform="linux-64", os="ubuntu22.04",
                      cudnn=None, conda_packages=(), pip_packages=(), name="train"):
     """A Spec + ok Resolution for a conda-installed PyTorch GPU build."""
-    from envbuild.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework,
+    from envbuild.core.model import (BaseImageChoice, FrameworkRequest, Resolution, ResolvedFramework,
                                 ResolvedGpu, ResolvedStack, Spec)
 
     channels = tuple(str(c) for c in channels)
@@ -201,7 +201,7 @@ def conda_resolution(channels, *, version="2.1.2", cuda="12.1", conda_specs=None
 
 def pip_resolution(index_url, *, requirement="torch==2.1.2+cu121", cuda="12.1", python="3.10",
                    pip_packages=(), platform="linux-64"):
-    from envbuild.model import (FrameworkRequest, Resolution, ResolvedFramework, ResolvedStack, Spec)
+    from envbuild.core.model import (FrameworkRequest, Resolution, ResolvedFramework, ResolvedStack, Spec)
 
     spec = Spec(name="pip-train", frameworks=(FrameworkRequest("pytorch", "2.1.2"),), cuda=cuda, python=python,
                 driver="535.104.05", platform=platform, installer="pip", pip_packages=tuple(pip_packages))

@@ -19,10 +19,10 @@ import yaml
 import image_support as support
 from envbuild import matrix
 from envbuild.dockerfile.locked import without_base_pins
-from envbuild.image_facts import read_local
+from envbuild.image.facts import read_local
 from envbuild.lock import base_packages
 from envbuild.lock.pip_lock import PipPin
-from envbuild.model import Resolution
+from envbuild.core.model import Resolution
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE
@@ -67,7 +67,7 @@ def test_the_resolved_framework_build_in_the_base_is_used_under_its_pypi_form():
 
 
 def test_a_base_envbuild_knows_nothing_about_installs_everything_and_says_why():
-    from envbuild.model import Spec
+    from envbuild.core.model import Spec
 
     resolution = resolve(Spec(pip_packages=("six==1.16.0",), installer="pip", base_image="acme.example/ml:1",
                               base_facts=(("python", "3.11"), ("cuda", "12.4"))), matrix.load())

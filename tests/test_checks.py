@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from envbuild import frameworks, matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import checks
 from envbuild.resolver.context import Index
 from envbuild.resolver.request import read_request

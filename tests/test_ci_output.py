@@ -120,7 +120,7 @@ def test_bad_input_gives_the_error_object_on_every_command(command, tmp_path):
 
 
 # --- failure evidence: kept on a terminal, plain when piped ------------------------------------
-FAIL_WITH_EVIDENCE = ("import sys; from envbuild.cli import _fail; from envbuild.errors import UserError; "
+FAIL_WITH_EVIDENCE = ("import sys; from envbuild.cli import _fail; from envbuild.infra.errors import UserError; "
                       "sys.exit(_fail(UserError('build step 5/9 failed', evidence='last lines of its log:\\n"
                       "    \\x1b[31mERROR\\x1b[0m: no wheel\\n'), json_wanted=False))")
 
@@ -141,7 +141,7 @@ def test_failure_evidence_keeps_colour_on_a_terminal():
 # --- progress modes ------------------------------------------------------------------------------
 PROGRESS_SCRIPT = """
 import sys, time
-from envbuild import progress as p
+from envbuild.output import progress as p
 p.PLAIN_EVERY = float(sys.argv[2])
 bar = p.Progress(quiet=sys.argv[1] == "quiet")
 task = bar.task("layer abc123", total=100 * 2**20)
@@ -219,8 +219,8 @@ def test_init_writes_a_spec_that_resolves(tmp_path):
 
 
 def test_init_host_reads_this_machine(tmp_path):
-    from envbuild import hostinfo
-    from envbuild.errors import EnvironmentProblem
+    from envbuild.hostenv import hostinfo
+    from envbuild.infra.errors import EnvironmentProblem
 
     try:
         host = hostinfo.detect(require_driver=True, check_docker=False)

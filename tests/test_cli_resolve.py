@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli import build_parser
-from envbuild.model import (
+from envbuild.core.model import (
     CONFLICT_KINDS,
     BaseImageChoice,
     Conflict,
@@ -24,7 +24,7 @@ from envbuild.model import (
     Spec,
     Warning,
 )
-from envbuild.report import fix_flags, render
+from envbuild.output.report import fix_flags, render
 from envbuild.spec import load_spec
 from envbuild.commands._spec import spec_from_args  # as commands read flags: with the GPU matrix and --host
 
@@ -95,7 +95,7 @@ def test_flags_override_the_file(tmp_path):
 
 
 def test_same_framework_twice_on_the_command_line_is_refused():
-    from envbuild.errors import UserError
+    from envbuild.infra.errors import UserError
 
     with pytest.raises(UserError, match="pytorch is pinned twice"):
         _spec("--framework", "pytorch==2.1.0", "--framework", "torch==2.0.0")
@@ -106,7 +106,7 @@ def test_same_framework_twice_on_the_command_line_is_refused():
 def test_host_flag_reads_this_machine():
     import shutil
 
-    from envbuild.errors import EnvironmentProblem
+    from envbuild.infra.errors import EnvironmentProblem
 
     if shutil.which("nvidia-smi") is None:
         # No driver here: an environment problem (exit 3), said in one line.

@@ -13,7 +13,7 @@ import itertools
 import pytest
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import checks, context
 from envbuild.resolver.complete import _combine, _on_platform, _selected, evaluate
 from envbuild.resolver.request import read_request

@@ -316,7 +316,7 @@ def test_verify_fleet_json_has_a_verdict_when_nothing_ran(tmp_path):
 # --- status lines, byte counts and causes -------------------------------------------------------------
 STATUS_SCRIPT = """
 import sys, time
-from envbuild import progress as p
+from envbuild.output import progress as p
 p.PLAIN_EVERY = float(sys.argv[1])
 bar = p.Progress()
 for i in range(1, 41):
@@ -347,7 +347,7 @@ def test_on_a_terminal_the_status_line_is_redrawn_in_place_and_its_last_state_ke
 
 
 def test_a_byte_count_never_exceeds_its_total():
-    from envbuild.progress import Progress
+    from envbuild.output.progress import Progress
 
     class Lines:
         def __init__(self):
@@ -391,7 +391,7 @@ def test_push_progress_of_many_small_files_stays_within_the_total(tmp_path, dock
     import io
 
     from envbuild.image.push import push
-    from envbuild.progress import Progress
+    from envbuild.output.progress import Progress
     from image_support import TEST_NAMESPACE
 
     # A run-unique file: a layer the shared registry already holds is mounted, not uploaded,

@@ -19,8 +19,8 @@ import yaml
 
 import image_support as support
 from envbuild import matrix
-from envbuild.errors import UserError
-from envbuild.model import CUSTOM_FAMILY, Spec
+from envbuild.infra.errors import UserError
+from envbuild.core.model import CUSTOM_FAMILY, Spec
 from envbuild.resolver import resolve
 from envbuild.resolver.named_base import catalog_image, with_named_base
 from envbuild.spec import load_spec
@@ -138,7 +138,7 @@ def test_nothing_known_is_unverified_with_the_fix_and_refused_under_strict():
 ])
 def test_what_an_image_config_env_says(env, facts):
     """The env rows of matrices/base_images.yaml read as NVIDIA's and Python's images set them."""
-    from envbuild.image_facts import ImageRead
+    from envbuild.image.facts import ImageRead
 
     found = ImageRead("acme.example/ml:1", where="the registry acme.example", digest="sha256:" + "0" * 64,
                       env=tuple(env.items()))
@@ -148,7 +148,7 @@ def test_what_an_image_config_env_says(env, facts):
 
 
 def test_every_image_env_row_names_a_fact():
-    from envbuild.model import BASE_FACTS
+    from envbuild.core.model import BASE_FACTS
 
     assert {row.fact for row in M.image_env} <= set(BASE_FACTS)
     assert all(row.value for row in M.image_env if row.fact in ("flavour", "framework"))

@@ -17,7 +17,7 @@ from envbuild.dockerfile import lockfiles, render
 from envbuild.dockerfile.context import write_context
 from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = sorted(support.FAMILY_BASES)
@@ -247,7 +247,7 @@ def test_dockerfile_command_reports_bad_input_in_one_line(tmp_path):
 def test_rapids_cuxx_wheels_of_a_pip_lock_are_installed_versions(tmp_path):
     # The pins and hashes pip chose for cudf-cu12==24.12.0 from PyPI: the RAPIDS wheels carry
     # the CUDA major in their names, as cupy-cuda12x does.
-    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.core.model import FrameworkRequest, Spec
     from envbuild.resolver import resolve
 
     resolution = resolve(Spec(name="df", frameworks=(FrameworkRequest("rapids", "24.12"),), installer="pip",

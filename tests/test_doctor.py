@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import hostinfo
-from envbuild.errors import EnvironmentProblem
+from envbuild.hostenv import hostinfo
+from envbuild.infra.errors import EnvironmentProblem
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_DRIVER = shutil.which("nvidia-smi") is not None

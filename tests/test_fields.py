@@ -1,4 +1,4 @@
-"""The field validators every door uses (envbuild/fields.py), on the values people write and
+"""The field validators every door uses (envbuild/core/fields.py), on the values people write and
 the ones an attacker or a careless user would: Slurm's six time forms read as sbatch reads
 them, memory with units, MIG names in NVIDIA's spelling, GPU counts, Docker's reference
 grammar, Python names, Kubernetes labels and tolerations."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from envbuild import fields
-from envbuild.errors import UserError
+from envbuild.core import fields
+from envbuild.infra.errors import UserError
 
 
 def refused(check, *args, **kwargs) -> str:

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envbuild import matrix
-from envbuild.errors import UserError
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.infra.errors import UserError
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.frameworks.build import known_pythons
 from envbuild.resolver.context import index

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from envbuild.cli import main
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.validate import TARGET_KEYS
 from envbuild.targets import COMMON_KEYS, KINDS, module

@@ -172,7 +172,7 @@ def test_inferred_rows_say_how():
     """Every row marked inferred carries a note that says what it was derived from."""
     import yaml
 
-    from envbuild.paths import MATRICES_DIR
+    from envbuild.infra.paths import MATRICES_DIR
 
     for name, key in (("pytorch.yaml", "builds"), ("tensorflow.yaml", "builds"), ("jax.yaml", "releases"),
                       ("rapids.yaml", "releases")):

@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 import image_support as support
 from envbuild import pipeline
 from envbuild.dockerfile import render
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.lock import conda_lockfile, folder, pip_lock
 from envbuild.lock.metadata import Stamp
 from envbuild.lock.request import SolveRequest

@@ -10,7 +10,7 @@ import pytest
 from envbuild import matrix
 from envbuild.fleet import load_fleet
 from envbuild.fleet.resolve import resolve_fleet
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()

@@ -100,7 +100,7 @@ def test_index_is_compiled_with_the_data(m):
 
 
 def test_spec_takes_nvidia_smi_names_and_reports_ambiguity():
-    from envbuild.errors import UserError
+    from envbuild.infra.errors import UserError
     from envbuild.matrix.lookup import spec_gpu_check
     from envbuild.spec import spec_from_text
 

@@ -266,7 +266,7 @@ def _status_class(word: str) -> str:
 def test_grid_says_what_resolve_says_of_each_build_on_each_gpu():
     """The grid's verdicts are resolve's GPU -> kernels link, build by build."""
     from envbuild import frameworks, matrix
-    from envbuild import arch_grid
+    from envbuild.resolver import arch_grid
     from envbuild.resolver import resolve
     from envbuild.spec import spec_from_mapping
 

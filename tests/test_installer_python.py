@@ -19,7 +19,7 @@ import image_support as support
 from envbuild import matrix, pipeline
 from envbuild.dockerfile.context import write_context
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 

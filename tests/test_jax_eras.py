@@ -3,7 +3,7 @@ cuDNN variants and the Pythons its wheels were built for, judged by the real res
 from __future__ import annotations
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()

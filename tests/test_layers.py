@@ -8,11 +8,15 @@ function-level (lazy) imports alike, since a lazy import is still a dependency. 
 * dockerfile reads the lock folder only through the reading API of envbuild/lock/folder.py;
   it writes no lock file.
 * dockerfile and verify read no matrix: neither envbuild.matrix nor the matrices' folder
-  (envbuild.paths.MATRICES_DIR); the pipeline hands them what the tables say as values.
+  (envbuild.infra.paths.MATRICES_DIR); the pipeline hands them what the tables say as values.
 * image builds and pushes; it does not run verification. verify checks an image against its
   recorded expectations; it does not resolve specs again.
 * matrix is data: it imports no stage (resolver, lock, dockerfile, image, verify).
 * No import cycle between packages.
+* infra (files, errors, URLs, PyPI) imports nothing else of envbuild; core (the values) imports
+  infra only; output (what the terminal shows) imports core and infra only.
+* The top of envbuild/ holds at most ten modules: the rest lives in packages named for what
+  they hold.
 * Imports sit at the top of a module; only the heavy optional libraries are imported
   inside the functions that use them.
 * The probe (envbuild/verify/probe.py) is a standalone script: only envbuild/verify/probe_api.py
@@ -110,6 +114,8 @@ def _imports(module: str) -> dict[str, set[str]]:
 
 
 GRAPH = {module: _imports(module) for module in MODULES}
+# every package and top-level module of envbuild (a rule lists what it allows from these)
+STAGES_AND_MORE = frozenset(module.split(".")[1] for module in MODULES if "." in module)
 
 
 def package(module: str) -> str:
@@ -127,13 +133,17 @@ def _edges(source: str, *targets: str):
 
 def violations() -> set[str]:
     found = set()
-    for source, targets in [("spec", ("matrix", "hostinfo")), ("image", ("verify",)), ("verify", ("resolver",)),
+    for source, targets in [("spec", ("matrix", "hostenv")), ("image", ("verify",)), ("verify", ("resolver",)),
                             ("matrix", ("resolver", "lock", "dockerfile", "image", "verify"))]:
         found |= {f"{module} -> {target}" for module, target, _ in _edges(source, *targets)}
+    # the ground floors: infra leans on nothing of envbuild, core on infra only, output on both
+    for source, allowed in [("infra", {"infra"}), ("core", {"core", "infra"}), ("output", {"output", "core", "infra"})]:
+        found |= {f"{module} -> {target}" for module, target, _ in _edges(source, *STAGES_AND_MORE)
+                  if package(target) not in allowed}
     for source in ("dockerfile", "verify"):
         found |= {f"{module} -> {target}" for module, target, _ in _edges(source, "matrix")}
-        found |= {f"{module} -> {target}.MATRICES_DIR" for module, target, names in _edges(source, "paths")
-                  if "MATRICES_DIR" in names}
+        found |= {f"{module} -> {target}.MATRICES_DIR" for module, target, names in _edges(source, "infra")
+                  if target == "envbuild.infra.paths" and "MATRICES_DIR" in names}
     for module, target, names in _edges("dockerfile", "lock"):
         if target != "envbuild.lock.folder":
             found.add(f"{module} -> {target}")
@@ -169,11 +179,16 @@ def cycles() -> set[str]:
 
 def test_the_graph_sees_lazy_and_relative_imports():
     # function-level imports count: commands._spec imports the host lazily, inside a function
-    assert "envbuild.hostinfo" in GRAPH["envbuild.commands._spec"]
+    assert "envbuild.hostenv.hostinfo" in GRAPH["envbuild.commands._spec"]
     # `from envbuild.lock import folder` then `folder.update(...)`: the name used is seen
     assert "update" in GRAPH["envbuild.lock.base_record"]["envbuild.lock.folder"]
     assert "envbuild.lock.conda_lockfile" in GRAPH["envbuild.lock.base_record"]
     assert len(GRAPH) > 100
+
+
+def test_the_top_of_the_package_holds_few_modules():
+    top = sorted(path.name for path in ROOT.glob("*.py"))
+    assert len(top) <= 10, f"envbuild/ holds {len(top)} modules at its top: {top}"
 
 
 def test_no_new_layer_violation():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()

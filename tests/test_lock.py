@@ -229,8 +229,8 @@ def test_install_from_the_lock_into_a_prefix(tmp_path):
 def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_path):
     # Without --strict, pytorch 2.99 is unverified (exit 0); lock must refuse rather than
     # write an environment without the framework.
-    from envbuild.errors import UserError
-    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.infra.errors import UserError
+    from envbuild.core.model import FrameworkRequest, Spec
     from envbuild.resolver import resolve
 
     spec = Spec(frameworks=(FrameworkRequest("pytorch", "2.99"),), installer="pip")
@@ -243,7 +243,7 @@ def test_a_framework_unknown_to_the_matrices_is_never_dropped_from_the_lock(tmp_
 
 def _cupy_conda(channel: Path, cuda: str):
     """Resolve conda-forge CuPy 13.2.0 for an A100 on driver 550 against `channel`."""
-    from envbuild.model import FrameworkRequest, Spec
+    from envbuild.core.model import FrameworkRequest, Spec
     from envbuild.resolver import resolve
 
     spec = Spec(name="cupy", frameworks=(FrameworkRequest("cupy", "13.2.0"),), cuda=cuda, python="3.12",
@@ -339,7 +339,7 @@ def test_a_package_newer_than_the_base_os_glibc_is_refused(anaconda, tmp_path):
 
 
 def test_an_os_without_a_glibc_row_is_refused_not_defaulted(anaconda, tmp_path):
-    from envbuild.errors import UserError
+    from envbuild.infra.errors import UserError
 
     spec, resolution = conda_resolution(anaconda, os="ubuntu14.04")
     with pytest.raises(UserError, match="the glibc of OS 'ubuntu14.04' is not recorded"):

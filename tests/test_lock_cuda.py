@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from envbuild import cuda_packages, matrix
+from envbuild import matrix
+from envbuild.core import cuda_packages
 from envbuild.lock.cuda_check import _Hold, _moved, _refusal, judge, toolkit_releases
-from envbuild.model import ResolvedFramework
-from envbuild.paths import PROBE_FILE
+from envbuild.core.model import ResolvedFramework
+from envbuild.infra.paths import PROBE_FILE
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock.api import lock
 from envbuild.lock.check import check
 from envbuild.lock.pip_lock import PipLockFailed

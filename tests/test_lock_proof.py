@@ -16,7 +16,7 @@ import pytest
 
 from envbuild import matrix
 from envbuild.lock import proof
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()

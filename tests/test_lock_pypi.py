@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock.api import lock
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec

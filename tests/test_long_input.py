@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 from envbuild.cli import COMMANDS, MAX_ARGUMENT_CHARS, build_parser
 from envbuild.spec.validate import MAX_VALUE_CHARS
-from envbuild.urls import mask_text, strip_text
+from envbuild.infra.urls import mask_text, strip_text
 from test_cli_image_e2e import ENVBUILD
 
 # The pattern the masking replaced: right on short text, quadratic on long runs of letters.
@@ -42,7 +42,7 @@ def test_masking_a_long_text_is_linear():
     """Two million characters in the shapes that made the pattern quadratic (a run of
     letters; a scheme followed by a long user part with no "@"): the old pattern would take
     hours on each, the child must finish well inside the guard."""
-    code = ("from envbuild.urls import mask_text\n"
+    code = ("from envbuild.infra.urls import mask_text\n"
             "n = 2_000_000\n"
             "for text in ('a' * n, 'a://' + 'b' * n, 'a://b:' * (n // 6), 'x' * n + '://u' + 'v' * n):\n"
             "    assert mask_text(text) == text\n"

@@ -21,7 +21,7 @@ from envbuild import frameworks, matrix
 from envbuild.matrix import lookup as L
 from envbuild.matrix import tables as t
 from envbuild.matrix.__main__ import main
-from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR
+from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR
 
 
 @pytest.fixture(scope="module")
@@ -355,7 +355,7 @@ def test_base_image_filters(m):
 
 
 def test_every_base_family_has_its_dockerfile_data(m):
-    from envbuild.model import BASE_FAMILIES, CUSTOM_FAMILY
+    from envbuild.core.model import BASE_FAMILIES, CUSTOM_FAMILY
 
     families = {row.family for row in m.base_families}
     # every catalog family, and `custom` for the images outside the catalog (it has no rows)
@@ -373,7 +373,7 @@ def test_known_pythons_are_ordered_and_cover_every_base_image(m):
 
 
 def test_package_sets_are_read_from_the_one_table(m):
-    from envbuild import package_sets
+    from envbuild.core import package_sets
 
     by_set: dict[str, list[str]] = {}
     for row in m.packages:
@@ -384,7 +384,7 @@ def test_package_sets_are_read_from_the_one_table(m):
     # the lock writes its CUDA constraints in this order
     assert package_sets.package_set("cuda_variant") == ("cudatoolkit", "pytorch-cuda", "cuda-version")
     # every set the code asks for exists (an unknown one is a KeyError at run time)
-    root = Path(package_sets.__file__).parent
+    root = Path(package_sets.__file__).parent.parent  # the whole envbuild package
     used = {found for path in root.rglob("*.py")
             for found in re.findall(r'(?:package_(?:set|frozenset)\(|pip_name_set=)"([a-z_]+)"', path.read_text())}
     assert used == set(by_set)
@@ -442,7 +442,7 @@ def test_a_base_os_without_a_glibc_row_does_not_load(tmp_path):
 
 
 def test_gpu_host_platforms_are_platforms_with_their_source(m):
-    from envbuild.model import BUILD_PLATFORMS, GPU_HOST_PLATFORMS
+    from envbuild.core.model import BUILD_PLATFORMS, GPU_HOST_PLATFORMS
 
     limited = [g for g in m.gpus if g.host_platforms]
     assert len(limited) == 18

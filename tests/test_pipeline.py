@@ -18,7 +18,7 @@ import yaml
 import image_support as support
 from envbuild import pipeline
 from envbuild.dockerfile.context import Base, write_context
-from envbuild.errors import LockRefused, Unresolved, VerifyFailed
+from envbuild.infra.errors import LockRefused, Unresolved, VerifyFailed
 from envbuild.image.make import ImageOptions
 from envbuild.spec import load_spec
 
@@ -175,7 +175,7 @@ def _imports(package: str) -> set[str]:
 @pytest.mark.parametrize("package, forbidden", [
     ("image", ("envbuild.verify", "envbuild.resolver", "envbuild.commands")),
     ("verify", ("envbuild.resolver", "envbuild.spec", "envbuild.image", "envbuild.commands")),
-    ("dockerfile", ("envbuild.registry", "envbuild.image", "envbuild.verify", "envbuild.resolver",
+    ("dockerfile", ("envbuild.image.registry", "envbuild.image", "envbuild.verify", "envbuild.resolver",
                     "envbuild.commands", "envbuild.lock.api", "envbuild.lock.conda_lockfile")),
 ])
 def test_stages_do_not_reach_sideways(package, forbidden):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.paths import PROBE_FILE
+from envbuild.infra.paths import PROBE_FILE
 from envbuild.verify import probe
 from envbuild.verify.junit import write_junit
 

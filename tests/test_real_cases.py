@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 CASES = {c["id"]: c for c in yaml.safe_load((Path(__file__).parent / "data" / "real_cases.yaml").read_text())["cases"]}

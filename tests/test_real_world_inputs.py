@@ -13,10 +13,10 @@ import sys
 import pytest
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.frameworks import read_label
-from envbuild.versions import LocalLabel
+from envbuild.core.versions import LocalLabel
 
 from test_fixes import assert_fixes_pass
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from envbuild import matrix
-from envbuild.model import FrameworkRequest, Spec
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
-from envbuild.versions import parse_version
+from envbuild.core.versions import parse_version
 
 M = matrix.load()
 

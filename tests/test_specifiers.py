@@ -1,11 +1,11 @@
-"""envbuild.specifiers: every answer is packaging's, asked the first time or again."""
+"""envbuild.core.specifiers: every answer is packaging's, asked the first time or again."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from envbuild import specifiers
+from envbuild.core import specifiers
 
 RELEASES = st.lists(st.integers(0, 12), min_size=1, max_size=3).map(lambda parts: ".".join(map(str, parts)))
 VERSIONS = st.builds(lambda r, s: r + s, RELEASES, st.sampled_from(["", "rc1", ".post1", ".dev0", "+cu121"]))

@@ -23,7 +23,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 # never on the `resolve` path: the services' and solvers' libraries, terminals, and the
 # lock and verify stages. (A base outside the catalog is read from the local engine or a
-# registry, so envbuild.image_facts brings the engine's and the registry's own modules,
+# registry, so envbuild.image.facts brings the engine's and the registry's own modules,
 # which talk HTTP with the standard library: the docker SDK and requests stay out. The
 # probe's shared names, envbuild.verify.probe_api, are host facts: hostinfo reads this
 # machine's GPUs with them.)

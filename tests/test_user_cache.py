@@ -1,4 +1,4 @@
-"""envbuild.user_cache: what the cache folder holds is JSON data, read only from folders and
+"""envbuild.infra.user_cache: what the cache folder holds is JSON data, read only from folders and
 files of this user that no one else may write, and anything odd in its place is a miss,
 at once (a FIFO or an endless file never hangs a command)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from envbuild import user_cache
+from envbuild.infra import user_cache
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""envbuild.values: each value prints back as its canonical text, orders as the thing it
+"""envbuild.core.values: each value prints back as its canonical text, orders as the thing it
 names does (packaging's order for versions), and bad text raises ValueError only (the
 spec reader turns it into a one-line UserError)."""
 from __future__ import annotations
@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from envbuild import matrix
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.matrix import lookup
-from envbuild.model import BASE_FAMILIES, CONFLICT_KINDS, INSTALLERS, PLATFORMS
+from envbuild.core.model import BASE_FAMILIES, CONFLICT_KINDS, INSTALLERS, PLATFORMS
 from envbuild.spec import spec_from_mapping
-from envbuild.values import (BaseFamily, ComputeCapability, ConflictKind, CudaVersion, DriverVersion, Installer,
+from envbuild.core.values import (BaseFamily, ComputeCapability, ConflictKind, CudaVersion, DriverVersion, Installer,
                              Platform, major_minor)
 
 SETTINGS = settings(max_examples=150, deadline=None)

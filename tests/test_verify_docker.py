@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from browser import look_at
-from envbuild.paths import PROBE_FILE
+from envbuild.infra.paths import PROBE_FILE
 from envbuild.verify.probe_api import NO_GPU
 
 ROOT = Path(__file__).resolve().parent.parent

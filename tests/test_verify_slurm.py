@@ -22,7 +22,7 @@ from browser import look_at
 from conftest import _need
 from test_ci_output import validate
 
-from envbuild.paths import PROBE_FILE
+from envbuild.infra.paths import PROBE_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = """targets:

@@ -1,4 +1,4 @@
-"""envbuild.versions: `parse_constraint` reads conda and PEP 440 constraints into one
+"""envbuild.core.versions: `parse_constraint` reads conda and PEP 440 constraints into one
 SpecifierSet, so a version satisfies a parsed constraint exactly when packaging's
 SpecifierSet of the PEP 440 meaning says so; malformed text is a ValueError (a one-line
 UserError once it comes from a spec), never another exception."""
@@ -11,9 +11,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild import frameworks
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping
-from envbuild.versions import cuda_from_local, cuda_to_local, parse_constraint, parse_version, read_local_label
+from envbuild.core.versions import cuda_from_local, cuda_to_local, parse_constraint, parse_version, read_local_label
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from envbuild import fields
-from envbuild.errors import UserError
+from envbuild.core import fields
+from envbuild.infra.errors import UserError
 
 CI_KINDS = ("github-actions", "gitlab-ci")
 MANIFEST = "fleet-images.json"  # each build job's artifact; each verify job reads the one of its image

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envbuild import pipeline, say
+from envbuild import pipeline
+from envbuild.output import say
 from envbuild.commands._spec import spec_from_args
 from envbuild.dockerfile.mirror import parse_mirror
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 ENVIRONMENT = {"ENVBUILD_REGISTRY_MIRROR": "registry_mirror", "ENVBUILD_WHEELHOUSE": "wheelhouse"}
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envbuild import say
-from envbuild.errors import Refused, Unresolved
+from envbuild.output import say
+from envbuild.infra.errors import Refused, Unresolved
 from envbuild.fleet.judge import image_spec, judge
-from envbuild.image_facts import read
-from envbuild.model import LINKS, to_jsonable
+from envbuild.image.facts import read
+from envbuild.core.model import LINKS, to_jsonable
 from envbuild.targets import scheduler_for
 
 

@@ -13,17 +13,17 @@ from pathlib import Path
 
 from envbuild.commands._build_inputs import check_build_flags
 from envbuild.commands._spec import spec_from_args
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet, manifest
 from envbuild.fleet.plan import FleetPlan, plan_fleet, render_text, to_json
-from envbuild.fleet_build import build_all, lock_all, tag_all
+from envbuild.commands._fleet_build import build_all, lock_all, tag_all
 from envbuild.image import engine
 from envbuild.image.credentials import check_push_access
 from envbuild.image.make import ImageOptions, check_repository
-from envbuild.image_facts import read
-from envbuild.jsonout import emit
-from envbuild.progress_lanes import SharedProgress
-from envbuild.terminal import for_stream
+from envbuild.image.facts import read
+from envbuild.output.jsonout import emit
+from envbuild.output.progress_lanes import SharedProgress
+from envbuild.output.terminal import for_stream
 
 DEFAULT_MANIFEST = "fleet-images.json"
 

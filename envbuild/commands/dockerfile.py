@@ -10,7 +10,7 @@ from envbuild import pipeline
 from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, resolve_spec
 from envbuild.dockerfile import locked, lockfiles, outputs
 from envbuild.dockerfile.context import OWNED
-from envbuild.jsonout import emit
+from envbuild.output.jsonout import emit
 from envbuild.spec.cli_args import add_spec_arguments
 
 HELP = "render the Dockerfile and build context for the resolved, locked stack"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from envbuild import hostinfo
+from envbuild.hostenv import hostinfo
 from envbuild.verify import probe_api
 
 HELP = "check this host: NVIDIA driver, newest CUDA, GPUs and their architectures, Docker and its GPU runtime"

@@ -5,9 +5,10 @@ import json
 import re
 from pathlib import Path
 
-from envbuild import atomic, hostinfo
-from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.jsonout import emit
+from envbuild.hostenv import hostinfo
+from envbuild.infra import atomic
+from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.output.jsonout import emit
 from envbuild.spec.cli_args import SPEC_NAMES
 
 HELP = "write a commented starter spec (with --host: for this machine's driver and GPUs)"

@@ -22,16 +22,19 @@ import sys
 import time
 from pathlib import Path
 
-from envbuild import arch_grid, atomic, frameworks, hostinfo, html, matrix, pypi
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild import frameworks, html, matrix
+from envbuild.hostenv import hostinfo
+from envbuild.infra import atomic, pypi
+from envbuild.resolver import arch_grid
+from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.fleet import load_fleet
 from envbuild.html import grid_page
 from envbuild.lock import proof
 from envbuild.matrix import lookup as L, refresh
 from envbuild.matrix.lookup import version
-from envbuild.paths import MATRICES_DIR
-from envbuild.values import BaseFamily, DriverVersion, Platform
-from envbuild.versions import parse_constraint, parse_version
+from envbuild.infra.paths import MATRICES_DIR
+from envbuild.core.values import BaseFamily, DriverVersion, Platform
+from envbuild.core.versions import parse_constraint, parse_version
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 

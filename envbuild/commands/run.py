@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from envbuild.commands.env import add_env_arguments, make_env
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 HELP = "run a command in the spec's environment on this host: envbuild run [SPEC] -- CMD ..."
 

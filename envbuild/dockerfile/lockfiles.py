@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.lock import folder
 
 HEX = re.compile(r"^[0-9a-f]+$")

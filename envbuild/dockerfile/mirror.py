@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 
 from envbuild.dockerfile.reference import Reference
-from envbuild.errors import UserError, shown
+from envbuild.infra.errors import UserError, shown
 
 _MIRROR = re.compile(r"^(?P<host>[A-Za-z0-9.-]+(?::[0-9]+)?)(?P<prefix>(?:/[a-z0-9._-]+)*)/?$")
 

@@ -30,8 +30,9 @@ import stat
 import tempfile
 from pathlib import Path
 
-from envbuild import atomic, say
-from envbuild.errors import UserError
+from envbuild.infra import atomic
+from envbuild.output import say
+from envbuild.infra.errors import UserError
 
 MANIFEST = ".envbuild-outputs"
 STAGE = ".envbuild-stage-"

@@ -14,9 +14,9 @@ import string
 from dataclasses import dataclass, field
 
 from envbuild import __version__
-from envbuild.errors import UserError
-from envbuild.model import Resolution, ResolvedStack
-from envbuild.paths import DOCKERFILES_DIR
+from envbuild.infra.errors import UserError
+from envbuild.core.model import Resolution, ResolvedStack
+from envbuild.infra.paths import DOCKERFILES_DIR
 
 PREFIX = "/opt/env"  # where the locked environment lives in every image
 PROBE_PATH = "/opt/envbuild/probe.py"

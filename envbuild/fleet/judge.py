@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.fleet import Target
-from envbuild.model import Resolution, Spec
+from envbuild.core.model import Resolution, Spec
 from envbuild.fleet.resolve import resolve_fleet
 from envbuild.dockerfile.reference import parse
-from envbuild.registry import image_labels
+from envbuild.image.registry import image_labels
 from envbuild.spec import spec_from_mapping
 
 LABELS = "io.envbuild."
@@ -45,7 +45,7 @@ class Judged:
 
 def judge(spec: Spec, targets: tuple[Target, ...], *, read_base=None) -> dict[str, Judged]:
     """Each target's verdict for `spec` as an image build, by target name. `read_base`
-    reads a base image outside the catalog (`envbuild.image_facts.read`, handed in by the
+    reads a base image outside the catalog (`envbuild.image.facts.read`, handed in by the
     commands), so its facts are judged as `resolve` judges them."""
     answer = resolve_fleet(dataclasses.replace(spec, for_image=True), targets, read_base=read_base)
     out = {}

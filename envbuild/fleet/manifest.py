@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbuild import atomic, fields
-from envbuild.errors import UserError
+from envbuild.core import fields
+from envbuild.infra import atomic
+from envbuild.infra.errors import UserError
 from envbuild.fleet import Target
 
 FORMAT = 1

@@ -1,6 +1,6 @@
 """Where a target's GPU memory comes from when the fleet file does not state it.
 
-Sizes as people write them are read by `envbuild.memory_size`.
+Sizes as people write them are read by `envbuild.core.memory_size`.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.spec.validate import did_you_mean
 
 

@@ -16,7 +16,7 @@ import importlib
 import pkgutil
 
 from envbuild.frameworks.base import Framework
-from envbuild.versions import LocalLabel, read_local_label
+from envbuild.core.versions import LocalLabel, read_local_label
 
 
 @functools.lru_cache(maxsize=1)

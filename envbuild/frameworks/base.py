@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envbuild.matrix import Matrices, typed_rows
 from envbuild.matrix.tables import Row
-from envbuild.package_sets import package_set
-from envbuild.versions import LocalLabel
+from envbuild.core.package_sets import package_set
+from envbuild.core.versions import LocalLabel
 
 if TYPE_CHECKING:
     from envbuild.matrix.wheels import IndexFields
@@ -49,7 +49,7 @@ class Spelling:
 
     def read_label(self, label: str) -> LocalLabel | None:
         """What a pip local label of its own convention says (None: not one of its labels;
-        the common ones, `cu121`, `cpu`, `rocm5.6`, are read by `envbuild.versions`)."""
+        the common ones, `cu121`, `cpu`, `rocm5.6`, are read by `envbuild.core.versions`)."""
         return None
 
 

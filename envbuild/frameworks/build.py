@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from envbuild import matrix, specifiers
+from envbuild import matrix
+from envbuild.core import specifiers
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import pythons
-from envbuild.values import ComputeCapability, major_minor
-from envbuild.versions import parse_version
+from envbuild.core.values import ComputeCapability, major_minor
+from envbuild.core.versions import parse_version
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,7 +12,7 @@ from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refres
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
-from envbuild.versions import parse_version
+from envbuild.core.versions import parse_version
 
 
 # --- its rows: matrices/cupy.yaml -------------------------------------------------------------------

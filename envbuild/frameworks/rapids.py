@@ -9,7 +9,7 @@ from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refres
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
-from envbuild.values import ComputeCapability
+from envbuild.core.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 

@@ -26,8 +26,8 @@ from envbuild.hostenv.install import python_runs
 from envbuild.hostenv.request import Host, HostRequest
 from envbuild.lock import folder
 from envbuild.lock.metadata import stamp_for
-from envbuild.model import Resolution
-from envbuild.urls import strip_credentials
+from envbuild.core.model import Resolution
+from envbuild.infra.urls import strip_credentials
 
 
 @dataclass

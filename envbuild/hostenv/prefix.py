@@ -29,9 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from envbuild import atomic
-from envbuild.atomic import exchange
-from envbuild.errors import UserError
+from envbuild.infra import atomic
+from envbuild.infra.atomic import exchange
+from envbuild.infra.errors import UserError
 from envbuild.spec.cli_args import SPEC_NAMES
 
 META = ".envbuild"  # inside the prefix

@@ -14,7 +14,7 @@ import subprocess
 
 from uv import find_uv_bin
 
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 
 FIND_TIMEOUT_S = 60
 INSTALL_TIMEOUT_S = 600

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envbuild import atomic
-from envbuild.errors import UserError
+from envbuild.infra import atomic
+from envbuild.infra.errors import UserError
 
 
 def check_target(path: str, *, inputs: tuple[str | None, ...] = (), others: tuple[str | None, ...] = (),

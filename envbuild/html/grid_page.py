@@ -7,7 +7,7 @@ from typing import Any
 
 from envbuild.html.markup import Markup, h, join
 from envbuild.html.page import STATUSES, document, section, swatches
-from envbuild.arch_grid import CARRIES, builds_label, your_gpus
+from envbuild.resolver.arch_grid import CARRIES, builds_label, your_gpus
 
 # what a cell shows -> its status colour: carried code, and how a highlighted GPU runs a build
 _CARRY_STATUS = {"sass": "ok", "sass+ptx": "ok", "ptx": "warning"}

@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
-from envbuild.urls import mask_text
+from envbuild.infra.urls import mask_text
 
 
 class Markup(str):

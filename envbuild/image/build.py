@@ -16,8 +16,8 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
-from envbuild.errors import UserError
-from envbuild.progress import Progress, human_bytes  # Progress: `envbuild.image.build.Progress` stays importable
+from envbuild.infra.errors import UserError
+from envbuild.output.progress import Progress, human_bytes  # Progress: `envbuild.image.build.Progress` stays importable
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$", re.S)
 # the in-image installer's last line: how many bytes the final stage's COPY --from will copy

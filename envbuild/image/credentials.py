@@ -12,8 +12,8 @@ import base64
 import json
 
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem
-from envbuild.registry import RegistryClient
+from envbuild.infra.errors import EnvironmentProblem
+from envbuild.image.registry import RegistryClient
 
 TIMEOUT = 1.5  # seconds per request: a refused or missing login is known well under 2 s
 

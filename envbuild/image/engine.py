@@ -10,7 +10,7 @@ import urllib.parse
 from contextlib import contextmanager
 from typing import Iterator
 
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 
 
 def _address() -> str:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from envbuild.dockerfile.context import BuildContext
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.image import build as engine_build, engine, push as engine_push, sizes
 from envbuild.image.build import _docker_platform
 from envbuild.image.provenance import git_provenance
 from envbuild.image.tag import content_tag
-from envbuild.model import Resolution
-from envbuild.registry import image_manifest, manifest_digest
+from envbuild.core.model import Resolution
+from envbuild.image.registry import image_manifest, manifest_digest
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.infra.errors import EnvironmentProblem, UserError
 
 AUTH_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied",
               "401", "403", "forbidden")

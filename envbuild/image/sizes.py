@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envbuild.progress import human_bytes
+from envbuild.output.progress import human_bytes
 
 # Steps of the classic builder that set only metadata write `#(nop) INSTRUCTION ...`; of
 # those, only COPY and ADD make a layer.

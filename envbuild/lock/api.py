@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from envbuild import matrix
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.lock import base_packages, conda_lockfile, folder, pip_lock, pylock
 from envbuild.lock.cuda_check import CudaReport, judge, lock_pip
 from envbuild.lock.metadata import Stamp, custom_metadata, stamp_for
@@ -27,8 +27,8 @@ from envbuild.lock.pip_config import other_sources, read_pip_settings
 from envbuild.lock.request import build_requests, needs_conda, needs_pip
 from envbuild.lock.solve import LockedPackage, SolveFailed, solve
 from envbuild.lock.virtual import unknown_os_note
-from envbuild.model import BUILD_PLATFORMS, Resolution, Spec
-from envbuild.urls import mask
+from envbuild.core.model import BUILD_PLATFORMS, Resolution, Spec
+from envbuild.infra.urls import mask
 
 LockConflict = SolveFailed  # raised with .conflicts (resolve's format) and .raw (solver text)
 
@@ -86,7 +86,7 @@ def lock(spec: Spec, resolution: Resolution, platforms=None, out_dir: "str | os.
     stack cannot be locked (a resolution with conflicts is refused the same way), UserError
     for bad input and EnvironmentProblem when an index or channel cannot be read. A pip
     lock without hashes is refused unless `allow_unhashed`. `read_base(ref)` reads what a
-    base image the local engine holds carries (`envbuild.image_facts.read_local`), for a
+    base image the local engine holds carries (`envbuild.image.facts.read_local`), for a
     pip environment over it. `glibc`: the target's C library when it is known directly
     (`envbuild env`: this host's), instead of from the base image's OS."""
     if not resolution.usable or resolution.resolved is None:

@@ -10,7 +10,7 @@ provides (`base-packages.json`). The image installs only the others.
 
 What a base carries is known, in this order, from:
 - the image itself, when the local engine holds it: the distributions its python3 imports
-  (`envbuild.image_facts`, run once and cached by image ID);
+  (`envbuild.image.facts`, run once and cached by image ID);
 - the catalog, for framework images (`base_carries` in matrices/base_images.yaml): the
   framework's pip packages at the image's build, and the wheels those pin exactly (read
   from the wheels' own metadata on the index);
@@ -30,10 +30,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild import matrix
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock import pip_lock
 from envbuild.lock.pip_tags import machine_for
-from envbuild.pypi import SimpleIndex
+from envbuild.infra.pypi import SimpleIndex
 from envbuild.resolver.base import carries_resolved_build
 
 

@@ -13,7 +13,7 @@ from envbuild.lock.api import by_platform, target_platforms
 from envbuild.lock.metadata import read_custom_metadata, stamp_for
 from envbuild.lock.request import needs_conda, needs_pip
 from envbuild.lock.solve import SolveFailed
-from envbuild.model import Resolution, Spec
+from envbuild.core.model import Resolution, Spec
 
 
 def check(spec: Spec, resolution: Resolution, platforms, out_dir,

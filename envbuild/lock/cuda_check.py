@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from envbuild import frameworks, specifiers
-from envbuild.cuda_packages import Component, components
-from envbuild.errors import EnvironmentProblem
+from envbuild import frameworks
+from envbuild.core import specifiers
+from envbuild.core.cuda_packages import Component, components
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock import pip_lock
 from envbuild.matrix.lookup import max_cuda_for_driver
-from envbuild.model import Conflict, Fact, Fix, ResolvedStack
-from envbuild.package_sets import package_set
+from envbuild.core.model import Conflict, Fact, Fix, ResolvedStack
+from envbuild.core.package_sets import package_set
 
 # what XLA does with a ptxas newer than the driver: its own warning, as users report it
 PTXAS_SOURCE = ("XLA's warning in xla/service/gpu/nvptx_compiler.cc, e.g. jax-ml/jax#19821 (jaxlib 0.4.24, "

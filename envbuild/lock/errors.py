@@ -10,8 +10,8 @@ import re
 from envbuild import frameworks
 from envbuild.lock.gpu import dependency_name, framework_packages, is_gpu_build
 from envbuild.lock.request import SolveRequest, spec_name
-from envbuild.model import Conflict, Fix
-from envbuild.package_sets import package_frozenset
+from envbuild.core.model import Conflict, Fix
+from envbuild.core.package_sets import package_frozenset
 
 UNLIMITED_CUDA = "999"  # a driver that runs every CUDA: isolates the driver's limit
 

@@ -10,7 +10,7 @@ import functools
 import re
 
 from envbuild import frameworks
-from envbuild.package_sets import package_frozenset
+from envbuild.core.package_sets import package_frozenset
 
 
 def framework_packages(framework: str) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.lock import loop
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from envbuild import __version__
-from envbuild.model import Resolution, sha256_json, to_jsonable
+from envbuild.core.model import Resolution, sha256_json, to_jsonable
 
 PREFIX = "envbuild."
 

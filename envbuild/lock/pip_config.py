@@ -3,7 +3,7 @@ the indexes, never the indexes themselves.
 
 A lock is committed on one machine and installed on many, so it names only the indexes
 the spec and the command line name. pip's configuration here (pip.conf files and PIP_*
-variables, read as pip reads them by `envbuild.pypi.pip_config`) still decides how this
+variables, read as pip reads them by `envbuild.infra.pypi.pip_config`) still decides how this
 machine reaches those indexes: its CA bundle, client certificate, proxy, trusted hosts,
 timeout, keyring provider, and the credentials it holds for one of them. The package
 sources it adds (index-url, extra-index-url, find-links, no-index) are left out: a lock
@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from envbuild.pypi import pip_config
-from envbuild.urls import strip_credentials
+from envbuild.infra.pypi import pip_config
+from envbuild.infra.urls import strip_credentials
 
 # uv variables that would change what a lock resolves from or to; envbuild sets the
 # indexes itself and drops the rest (a user's UV_TORCH_BACKEND, UV_FIND_LINKS, ...), so
@@ -47,7 +47,7 @@ class PipSettings:
 
 
 def settings_from(config: dict[str, str]) -> PipSettings:
-    """PipSettings from pip's merged settings (`envbuild.pypi.pip_config`)."""
+    """PipSettings from pip's merged settings (`envbuild.infra.pypi.pip_config`)."""
     get = config.get
     return PipSettings(
         index_url=get("index-url") or None,

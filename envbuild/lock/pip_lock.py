@@ -29,8 +29,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from uv import find_uv_bin
 
-from envbuild import say
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.output import say
+from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import PIP_LOCKFILE
 from envbuild.lock.gpu import cuda_compatible
 from envbuild.lock.metadata import Stamp
@@ -38,9 +38,9 @@ from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment, 
 from envbuild.lock.pip_tags import uv_platform
 from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
-from envbuild.model import Conflict, Fix, Resolution, Spec
-from envbuild.urls import mask, mask_text, strip_credentials
-from envbuild.versions import pypi_form, read_local_label
+from envbuild.core.model import Conflict, Fix, Resolution, Spec
+from envbuild.infra.urls import mask, mask_text, strip_credentials
+from envbuild.core.versions import pypi_form, read_local_label
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."

@@ -9,7 +9,7 @@ what a new Python 3.11 venv ships) takes tags literally, so it needs all of them
 """
 from __future__ import annotations
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 MACHINES = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 # PEP 600: the old names are aliases of these glibc versions

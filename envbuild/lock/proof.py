@@ -27,11 +27,12 @@ from pathlib import Path
 from packaging.version import Version
 from uv import find_uv_bin
 
-from envbuild import atomic, frameworks
-from envbuild.errors import EnvironmentProblem
+from envbuild import frameworks
+from envbuild.infra import atomic
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock import pip_lock
 from envbuild.matrix.refresh import flow_yaml
-from envbuild.model import BUILD_PLATFORMS
+from envbuild.core.model import BUILD_PLATFORMS
 from envbuild.resolver.context import index
 from envbuild.resolver.lockable import requirement
 

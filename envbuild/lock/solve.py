@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
 from envbuild.lock.errors import diagnose
 from envbuild.lock.gpu import framework_packages, is_gpu_build, variant_problem
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.virtual import VirtualPackage
-from envbuild.model import Conflict, Fix
-from envbuild.package_sets import package_frozenset
+from envbuild.core.model import Conflict, Fix
+from envbuild.core.package_sets import package_frozenset
 
 
 @dataclass(frozen=True)

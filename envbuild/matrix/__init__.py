@@ -30,13 +30,12 @@ import yaml
 
 from envbuild.matrix import tables as t
 from envbuild.matrix.gpu_match import GpuIndex, build_index
-from envbuild.model import GPU_HOST_PLATFORMS
-from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
+from envbuild.core.model import GPU_HOST_PLATFORMS
+from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
-KEEP_TABLES = 16  # cached table files (data and code versions, ~0.5 MB each); the oldest go first
 
 
 # attribute name -> (file, table key in that file, row type)

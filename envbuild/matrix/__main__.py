@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from envbuild.matrix import MatrixError, compile_matrices, load_from, to_json
-from envbuild.paths import COMPILED_MATRICES, MATRICES_DIR
+from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR
 
 
 def main(argv: list[str]) -> int:

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from envbuild import values
+from envbuild.core import values
 from envbuild.matrix import Matrices, load
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
-from envbuild.versions import parse_version
+from envbuild.core.versions import parse_version
 
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from envbuild import atomic
+from envbuild.infra import atomic
 from envbuild.matrix import Matrices
 from envbuild.matrix import wheels as w
 from envbuild.matrix.lookup import pythons
@@ -62,7 +62,7 @@ class _Metadata:
 
 
 def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int = 8) -> Result:
-    """Read every release the matrices know from `index` (an `envbuild.pypi.SimpleIndex`);
+    """Read every release the matrices know from `index` (an `envbuild.infra.pypi.SimpleIndex`);
     `plugins` (`envbuild.frameworks.all()`) say which projects and releases, and read
     their own fields from the releases' metadata."""
     known = pythons(m)

@@ -5,7 +5,7 @@ fact was read), `inferred` (derived rather than read verbatim) and `secondary` (
 only in a third-party copy of the primary source); a row that records a decision of
 envbuild's rather than a fact carries `reason` instead of `source`. Versions are kept
 as strings in the form the source uses; use `packaging.version.Version` /
-`SpecifierSet` on them through the helpers in `envbuild.versions`.
+`SpecifierSet` on them through the helpers in `envbuild.core.versions`.
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ class TargetArchspec(Row):
 # --- matrices/packages.yaml -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Package(Row):
-    """A package name and the named sets the stages share it in (read via envbuild.package_sets)."""
+    """A package name and the named sets the stages share it in (read via envbuild.core.package_sets)."""
 
     name: str = ""
     sets: tuple[str, ...] = ()
@@ -259,7 +259,7 @@ class ImageEnv(Row):
     is set. The first row whose variable an image sets decides a fact."""
 
     env: str = ""  # CUDA_VERSION
-    fact: str = ""  # one of envbuild.model.BASE_FACTS
+    fact: str = ""  # one of envbuild.core.model.BASE_FACTS
     value: str | None = None  # flavour "devel" when NV_CUDA_CUDART_DEV_VERSION is set
 
 

@@ -1,7 +1,7 @@
 """What a release's wheel files say: the Pythons and platforms it can be installed on, and
 the requirements its core metadata lists (a framework plugin reads its own fields from them).
 
-Pure functions over an index's file list and core metadata (see `envbuild.pypi`); the
+Pure functions over an index's file list and core metadata (see `envbuild.infra.pypi`); the
 rows they make are written to `matrices/wheels.yaml` by `envbuild matrix refresh`.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envbuild.model import PLATFORMS  # envbuild's platform names, in the order rows list them
+from envbuild.core.model import PLATFORMS  # envbuild's platform names, in the order rows list them
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from envbuild import frameworks, matrix
-from envbuild.model import (BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec,
+from envbuild.core.model import (BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec,
                             Unchecked, Warning)
 from envbuild.resolver import base as base_image
 from envbuild.resolver import checks, families, request
@@ -35,8 +35,8 @@ from envbuild.resolver.context import Index, fact, index, runs_on
 from envbuild.resolver.gpu_driver import driver_gpu_problems
 from envbuild.resolver.named_base import with_named_base
 from envbuild.resolver.request import Request, read_request
-from envbuild.values import ConflictKind, major_minor
-from envbuild.versions import parse_version
+from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.versions import parse_version
 
 __all__ = ["resolve"]
 
@@ -67,7 +67,7 @@ def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = Fals
     spec is a fleet's joint request, the union of GPUs that sit on different hosts with
     their oldest driver; whether each host's driver drives its GPU is left to the targets.
     `read_base(ref, platform)` reads what a base image outside the catalog carries
-    (`envbuild.image_facts.read`); without it only the facts the spec states are known.
+    (`envbuild.image.facts.read`); without it only the facts the spec states are known.
     `image=False`: the environment is installed on a host (`envbuild env`), so no base
     image is chosen and nothing is bound to an image's Python."""
     if matrices is None:

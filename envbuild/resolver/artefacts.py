@@ -18,8 +18,8 @@ from packaging.version import InvalidVersion, Version
 from envbuild import frameworks
 from envbuild.matrix import tables as t
 from envbuild.matrix.wheels import PLATFORMS, pythons_on
-from envbuild.model import Fact
-from envbuild.versions import ordered_versions
+from envbuild.core.model import Fact
+from envbuild.core.versions import ordered_versions
 
 
 @dataclass(frozen=True)

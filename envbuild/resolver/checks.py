@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from envbuild import frameworks
-from envbuild.model import Fact
+from envbuild.core.model import Fact
 from envbuild.resolver import families
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, Lazy, fact
 from envbuild.resolver.lockable import locking_releases
 from envbuild.resolver.problem import Problem
 from envbuild.resolver.request import Gpu, Request
-from envbuild.values import major_minor
-from envbuild.versions import ordered_versions, parse_version
+from envbuild.core.values import major_minor
+from envbuild.core.versions import ordered_versions, parse_version
 
 UNKNOWN = "unknown_fact"
 

@@ -17,8 +17,8 @@ from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver.problem import Problem
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.request import CudaPin, Request
-from envbuild.values import major_minor
-from envbuild.versions import Constraint, parse_version
+from envbuild.core.values import major_minor
+from envbuild.core.versions import Constraint, parse_version
 
 
 @dataclass

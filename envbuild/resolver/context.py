@@ -12,12 +12,12 @@ from packaging.version import Version
 from envbuild import frameworks
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
-from envbuild.model import Fact
+from envbuild.core.model import Fact
 from envbuild.frameworks import build as b
 from envbuild.resolver import lockable
 from envbuild.resolver.artefacts import WheelTable
-from envbuild.values import DriverVersion, major_minor
-from envbuild.versions import parse_version
+from envbuild.core.values import DriverVersion, major_minor
+from envbuild.core.versions import parse_version
 
 
 def fact(text: str, row: t.Row | None) -> Fact:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from envbuild import specifiers
+from envbuild.core import specifiers
 from envbuild.frameworks.build import known_pythons
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Problem
-from envbuild.values import ComputeCapability, major_minor
-from envbuild.versions import parse_version
+from envbuild.core.values import ComputeCapability, major_minor
+from envbuild.core.versions import parse_version
 
 _NO_GPU = {
     "osx": "NVIDIA ships no CUDA for macOS, so the platform must move to linux-64 (or linux-aarch64)",

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from envbuild.model import Fix, Resolution, Spec
+from envbuild.core.model import Fix, Resolution, Spec
 from envbuild.resolver import checks
 from envbuild.resolver.problem import Problem
-from envbuild.versions import cuda_to_local, parse_constraint, parse_version
+from envbuild.core.versions import cuda_to_local, parse_constraint, parse_version
 
 MAX_FIXES = 3
 MAX_TRIES = 10  # resolves spent per conflict

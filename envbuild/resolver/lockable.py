@@ -11,7 +11,7 @@ no rows: nothing is said about it.
 from __future__ import annotations
 
 from envbuild import frameworks
-from envbuild.versions import parse_version, pypi_form
+from envbuild.core.versions import parse_version, pypi_form
 
 
 def requirement(b) -> tuple[str, str | None]:

@@ -7,7 +7,7 @@ any image of `matrices/base_images.yaml`.
 - Any other image is a base of family `custom` (or the family the spec names). Its facts
   (CUDA, cuDNN, Python, OS, flavour, framework) come, in this order, from the spec
   (`base_image: {ref: ..., cuda: ...}` or --base-fact), then from the image itself
-  (`envbuild.image_facts`: its config env through the local engine or the registry, and
+  (`envbuild.image.facts`: its config env through the local engine or the registry, and
   python3 run in it when the engine holds it; the commands hand that reader in). What neither says stays unknown, with the
   reason in the row's `unread`; the resolver then reports those links as not checked.
 
@@ -19,8 +19,8 @@ import dataclasses
 import re
 
 from envbuild.matrix import tables as t
-from envbuild.model import CUSTOM_FAMILY, Spec
-from envbuild.versions import parse_version
+from envbuild.core.model import CUSTOM_FAMILY, Spec
+from envbuild.core.versions import parse_version
 
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")
@@ -29,7 +29,7 @@ _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")
 def with_named_base(m, spec: Spec, *, read=None):
     """`m` with a row for the spec's `base_image` when the catalog has none for it as
     named (or the spec states facts about it); `m` itself otherwise. `read(ref, platform)`
-    reads the facts the spec leaves open from the image (`envbuild.image_facts.read`,
+    reads the facts the spec leaves open from the image (`envbuild.image.facts.read`,
     handed in by the commands: the resolver itself reaches no engine or registry)."""
     if not spec.base_image or (m.named_base is not None and m.named_base.ref == spec.base_image):
         return m  # no base named, or its row is there (a fix resolved with the same matrices)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envbuild.model import Fact
+from envbuild.core.model import Fact
 
 
 @dataclass(frozen=True)

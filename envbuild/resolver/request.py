@@ -5,14 +5,14 @@ import difflib
 import functools
 from dataclasses import dataclass
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 from envbuild.frameworks import read_label
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import gpu_key, gpu_names
-from envbuild.model import ResolvedGpu, Spec
+from envbuild.core.model import ResolvedGpu, Spec
 from envbuild.resolver.context import Index
-from envbuild.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
-from envbuild.versions import Constraint, parse_constraint, parse_version
+from envbuild.core.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
+from envbuild.core.versions import Constraint, parse_constraint, parse_version
 
 
 @dataclass(frozen=True)

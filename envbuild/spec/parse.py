@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from envbuild.errors import UserError, clip
+from envbuild.infra.errors import UserError, clip
 
 Path_ = tuple  # a path into the raw mapping: ("target", "gpus", 0)
 

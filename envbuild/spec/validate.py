@@ -16,16 +16,17 @@ from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from envbuild import fields, frameworks
-from envbuild.errors import UserError, UserErrors, clip, shown
-from envbuild.memory_size import parse_gib
-from envbuild.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, INSTALLERS, PLATFORMS,
+from envbuild import frameworks
+from envbuild.core import fields
+from envbuild.infra.errors import UserError, UserErrors, clip, shown
+from envbuild.core.memory_size import parse_gib
+from envbuild.core.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
-from envbuild.package_sets import package_frozenset
+from envbuild.core.package_sets import package_frozenset
 from envbuild.spec.parse import RawSpec
-from envbuild.urls import mask
-from envbuild.values import ComputeCapability, major_minor
-from envbuild.versions import cuda_from_local, parse_constraint, parse_version
+from envbuild.infra.urls import mask
+from envbuild.core.values import ComputeCapability, major_minor
+from envbuild.core.versions import cuda_from_local, parse_constraint, parse_version
 
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
 TOP_KEYS = (

@@ -3,7 +3,7 @@
 Each module `envbuild/targets/<kind>.py` defines
     KIND            the name used in fleet files and `envbuild export KIND`
     KEYS            {scheduler key: (check, description)}; REQUIRED: the keys a target must give.
-                    `check(value, where)` is the field's validator (envbuild.fields): it
+                    `check(value, where)` is the field's validator (envbuild.core.fields): it
                     returns the canonical value, or raises the one-line UserError
     check(config, where)  optional: rules across keys, after each key's own
     SUFFIX          the file name ending of its job definition (".yaml", ".sh", ".py", ".json")
@@ -12,7 +12,7 @@ and, for kinds that `envbuild verify --fleet` can submit to,
     submit(jobs, workdir, progress) -> {job name: what the scheduler said of it}: the
                     job's id and final state, where its output is, and what it printed
                     (`printed`, in which envbuild.verify finds the probe's report)
-                    (progress: an envbuild.progress.Progress; `status` for the polled
+                    (progress: an envbuild.output.progress.Progress; `status` for the polled
                     state, `line` for a milestone)
 and, for kinds that can run on another kind's targets,
     adopt(scheduler) -> the settings of this kind taken from another kind's scheduler
@@ -24,8 +24,8 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
-from envbuild import fields
-from envbuild.errors import UserError
+from envbuild.core import fields
+from envbuild.infra.errors import UserError
 from envbuild.spec.validate import did_you_mean
 
 KINDS = ("k8s", "slurm", "batch", "metaflow", "coiled", "flyte")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from envbuild import fields
-from envbuild.errors import UserError
+from envbuild.core import fields
+from envbuild.infra.errors import UserError
 from envbuild.targets.job import Job
 
 KIND = "coiled"

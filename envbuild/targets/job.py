@@ -16,7 +16,7 @@ IMAGE_PROBE = "/opt/envbuild/probe.py"  # every envbuild image carries the probe
 
 @dataclass(frozen=True)
 class Job:
-    """Every value here was checked at the door (envbuild.fields); each renderer writes
+    """Every value here was checked at the door (envbuild.core.fields); each renderer writes
     them by its format's own rules (quoted words, literals, dumped YAML and JSON)."""
 
     name: str  # a DNS-1123 label: valid as a k8s, Slurm, Batch and Flyte name

@@ -12,7 +12,8 @@ from functools import partial
 
 import yaml
 
-from envbuild import atomic, fields
+from envbuild.core import fields
+from envbuild.infra import atomic
 from envbuild.targets import k8s_api
 from envbuild.targets.job import Job
 

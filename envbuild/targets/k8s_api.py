@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from envbuild import atomic
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.infra import atomic
+from envbuild.infra.errors import EnvironmentProblem, UserError
 
 REQUEST_TIMEOUT = (10, 60)  # seconds to connect, to read one answer
 

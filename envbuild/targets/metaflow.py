@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from envbuild import fields
+from envbuild.core import fields
 from envbuild.targets.job import Job
 
 KIND = "metaflow"

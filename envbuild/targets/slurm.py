@@ -23,9 +23,11 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from envbuild import atomic, fields, say
-from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.paths import PROBE_FILE
+from envbuild.core import fields
+from envbuild.infra import atomic
+from envbuild.output import say
+from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.infra.paths import PROBE_FILE
 from envbuild.targets.job import IMAGE_PROBE, Job
 
 KIND = "slurm"

@@ -15,9 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Mapping
 
-from envbuild import atomic
+from envbuild.infra import atomic
 from envbuild.fleet import Target
-from envbuild.progress import Progress
+from envbuild.output.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job
 from envbuild.verify.junit import junit_tree

@@ -11,7 +11,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from envbuild import atomic
+from envbuild.infra import atomic
 
 
 def junit_tree(checks: list[dict[str, Any]], suite: str = "envbuild.verify", elapsed_s: float = 0.0,

@@ -1,6 +1,6 @@
 """What envbuild shares with its probe: the one way into envbuild/verify/probe.py.
 
-The probe is a standalone script: it is copied into images and jobs (`envbuild.paths.PROBE_FILE`)
+The probe is a standalone script: it is copied into images and jobs (`envbuild.infra.paths.PROBE_FILE`)
 and runs there on Python 3.6 or newer with the standard library only, so it cannot import
 envbuild. envbuild, the other way round, uses a few of its names, and only these, only
 from here: what the probe exposes to the host is this module's list, and a change to any

@@ -3,11 +3,11 @@
 Users write constraints in three dialects: conda (`1.6.*`, `1.6`, `=1.6`, `>=1.6,<2`),
 PEP 440 (`>=2.1,<2.3`, `==2.1.*`, `~=2.1`) and pip local versions (`1.7.1+cu101`).
 `parse_constraint` maps all of them onto PEP 440 clauses plus an optional local label,
-which `packaging` judges (through `envbuild.specifiers`), so
+which `packaging` judges (through `envbuild.core.specifiers`), so
 the rest of envbuild compares versions one way only.
 
 CUDA and driver versions and compute capabilities have their own small value objects in
-`envbuild.values`.
+`envbuild.core.values`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from envbuild import specifiers
+from envbuild.core import specifiers
 
 __all__ = [
     "Constraint",

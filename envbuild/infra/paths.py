@@ -13,15 +13,16 @@ import functools
 import json
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # envbuild/
+DATA_DIR = PACKAGE_DIR / "data"
 MATRICES_DIR = DATA_DIR / "matrices"
 COMPILED_MATRICES = DATA_DIR / "matrices.json"  # the tables of MATRICES_DIR, checked and compiled (envbuild.matrix)
 DOCKERFILES_DIR = DATA_DIR / "Dockerfiles"
-PROBE_FILE = Path(__file__).resolve().parent / "verify" / "probe.py"
+PROBE_FILE = PACKAGE_DIR / "verify" / "probe.py"
 
 
 @functools.lru_cache(maxsize=1)
 def compiled_matrices() -> dict:
     """The compiled matrices as plain JSON values, read once per process: `envbuild.matrix`
-    types them; `envbuild.package_sets` reads its one table without the others' types."""
+    types them; `envbuild.core.package_sets` reads its one table without the others' types."""
     return json.loads(COMPILED_MATRICES.read_bytes())

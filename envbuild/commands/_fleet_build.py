@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envbuild import pipeline
-from envbuild.errors import Refused, UserError
+from envbuild.infra.errors import Refused, UserError
 from envbuild.fleet.plan import FleetPlan, PlannedImage
 
 

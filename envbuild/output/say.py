@@ -7,14 +7,14 @@
 
 The command line sets the level once, before a command runs (`set_level`); everything
 else reads it through `note`, `detail`, `command` and `quiet`. Every line is masked
-(`envbuild.urls.mask_text`): credentials in URLs never reach the terminal or a CI log.
+(`envbuild.infra.urls.mask_text`): credentials in URLs never reach the terminal or a CI log.
 """
 from __future__ import annotations
 
 import shlex
 import sys
 
-from envbuild.urls import mask_text
+from envbuild.infra.urls import mask_text
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _level = [NORMAL]  # the one setting, made by envbuild.cli from -q/-v

@@ -1,5 +1,5 @@
 """Human-readable output of a `Resolution`: conflicts first, then the resolved stack as a
-compact table, then one line per check (ok, CONFLICT, unchecked, skipped: `envbuild.check_lines`),
+compact table, then one line per check (ok, CONFLICT, unchecked, skipped: `envbuild.core.check_lines`),
 the facts that were unknown, the warnings, then the verdict.
 
 Plain text that reads the same in a terminal and in a CI log; colour only when asked
@@ -11,8 +11,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from envbuild.check_lines import check_lines, driver_note
-from envbuild.model import Conflict, Fix, Resolution, ResolvedStack
+from envbuild.core.check_lines import check_lines, driver_note
+from envbuild.core.model import Conflict, Fix, Resolution, ResolvedStack
 
 MAX_FIXES = 3
 MAX_FACTS = 3  # per conflict in text output; --json carries all of them

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from envbuild.paths import compiled_matrices
+from envbuild.infra.paths import compiled_matrices
 
 
 @functools.lru_cache(maxsize=1)

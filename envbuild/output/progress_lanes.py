@@ -14,8 +14,8 @@ import sys
 import threading
 import time
 
-from envbuild.progress import Progress
-from envbuild.terminal import is_terminal, strip_ansi
+from envbuild.output.progress import Progress
+from envbuild.output.terminal import is_terminal, strip_ansi
 
 
 class SharedProgress:

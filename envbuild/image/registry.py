@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from envbuild.dockerfile.reference import DOCKER_HUB, Reference
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 
 # Ask for every manifest kind, index/list first, so the digest is the one `docker pull
 # name@digest` resolves on every platform (a multi-arch tag has an index).

@@ -21,9 +21,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin
 
-from envbuild import atomic
-from envbuild.errors import EnvironmentProblem, UserError
-from envbuild.urls import mask, strip_credentials
+from envbuild.infra import atomic
+from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.infra.urls import mask, strip_credentials
 
 PYPI = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"

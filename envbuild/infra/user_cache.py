@@ -2,7 +2,7 @@
 plain JSON that envbuild can always work out again, never code.
 
 Only what is slow to learn and named by its own content is kept here: what a local image
-says about itself (`envbuild.image_facts`, under the image's ID). A cache folder can be
+says about itself (`envbuild.image.facts`, under the image's ID). A cache folder can be
 shared (a CI cache mount) and written by others, so what is read is checked first:
 
 - the folder and each folder below it are used only when they are real folders (not

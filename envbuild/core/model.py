@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from envbuild.check_lines import checks_json
-from envbuild.values import BaseFamily, ConflictKind, Installer, Platform
+from envbuild.core.check_lines import checks_json
+from envbuild.core.values import BaseFamily, ConflictKind, Installer, Platform
 
 # the enums' texts, for validation messages and command-line choices
 INSTALLERS = tuple(i.value for i in Installer)

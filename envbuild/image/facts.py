@@ -2,14 +2,14 @@
 base already carries.
 
 - Its config (`Env`, `Labels`): from the local engine when it holds the image, else from
-  the registry (manifest -> config digest -> config blob; `envbuild.registry`). NVIDIA's
+  the registry (manifest -> config digest -> config blob; `envbuild.image.registry`). NVIDIA's
   CUDA images state their CUDA, cuDNN and flavour there, and images built FROM them
   inherit it.
 - When the local engine holds it: its `python3` is run once, with no network, to print
   its version, its C library, its OS release and the Python distributions it can import
   (`importlib.metadata`, what a venv made over it with system site packages sees). The
   answer is plain JSON kept in the cache folder under the image's ID, which names its
-  content, so it is never stale (`envbuild.user_cache` says which folders and files it
+  content, so it is never stale (`envbuild.infra.user_cache` says which folders and files it
   trusts).
 
 Nothing here guesses: a fact the image does not state stays None, and `problem` says why
@@ -21,11 +21,11 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 
-from envbuild import user_cache
+from envbuild.infra import user_cache
 from envbuild.dockerfile.reference import parse
-from envbuild.errors import EnvironmentProblem, UserError
+from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.image.engine import connect, light_inspect
-from envbuild.registry import image_config
+from envbuild.image.registry import image_config
 
 # Run in the image with its own python3 (any 3.x: no f-strings, nothing newer than 3.5
 # outside the try). Its text is a constant: nothing from a spec or flag enters it.

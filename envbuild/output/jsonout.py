@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from envbuild.model import to_jsonable
+from envbuild.core.model import to_jsonable
 
 
 def emit(data: dict) -> None:

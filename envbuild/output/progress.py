@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from envbuild import say
-from envbuild.terminal import is_terminal, strip_ansi
+from envbuild.output import say
+from envbuild.output.terminal import is_terminal, strip_ansi
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same running task
 SLOW = 2.0  # a task that ends sooner gets no "done" line of its own in plain mode
@@ -79,7 +79,7 @@ class Task:
 
 class Progress:
     def __init__(self, stream=None, *, terminal: bool | None = None, quiet: bool | None = None):
-        """`quiet`: None follows -q (envbuild/say.py)."""
+        """`quiet`: None follows -q (envbuild/output/say.py)."""
         self.stream = stream or sys.stderr
         self.terminal = is_terminal(self.stream) if terminal is None else terminal
         self.quiet = say.quiet() if quiet is None else quiet

@@ -1,7 +1,7 @@
 """Errors that end a command with one clear line instead of a traceback."""
 import re
 
-from envbuild.urls import mask_text
+from envbuild.infra.urls import mask_text
 
 SHOWN_CHARS = 200  # of one value in a message; a longer one is cut there and its length said
 _PART_CHARS = 1000  # of the message, the place or the hint as a whole

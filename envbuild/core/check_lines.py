@@ -2,7 +2,7 @@
 `unchecked` when a fact it needs is unknown (`Resolution.unchecked`: never shown as ok),
 or `skipped` when the spec gives nothing to check it against (no driver, no GPU).
 
-The text report (`envbuild.report`) prints these lines; `--json` carries them as
+The text report (`envbuild.output.report`) prints these lines; `--json` carries them as
 `checks[]` (`Resolution.to_json`, and each fleet target's).
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envbuild.model import Conflict, Resolution, ResolvedStack
+    from envbuild.core.model import Conflict, Resolution, ResolvedStack
 
 # The links the resolver checks: the conflict kind that reports a failure, the link's
 # name in `--json` (`checks[].link`, and `unchecked[].links`: model.LINKS) and its label.

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from envbuild import matrix
-from envbuild.errors import EnvironmentProblem
+from envbuild.infra.errors import EnvironmentProblem
 from envbuild.matrix.lookup import find_gpu
 from envbuild.verify.probe_api import query_gpus
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envbuild.package_sets import package_set
+from envbuild.core.package_sets import package_set
 
 
 @dataclass(frozen=True)

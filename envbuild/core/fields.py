@@ -17,7 +17,7 @@ import re
 import shlex
 from typing import Any
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 MAX_TEXT = 256  # a name, a queue, a region: anything longer is a mistake
 MAX_GPUS = 128  # GPUs one job asks for (one node; NVL72 racks have 72)

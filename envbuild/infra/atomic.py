@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-from envbuild.errors import UserError
+from envbuild.infra.errors import UserError
 
 
 def umask() -> int:
