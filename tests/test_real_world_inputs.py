@@ -13,7 +13,8 @@ import pytest
 from envbuild import matrix
 from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.core.versions import LocalLabel, read_local_label
+from envbuild.frameworks import read_label
+from envbuild.core.versions import LocalLabel
 
 from cli_support import in_process
 from test_fixes import assert_fixes_pass
@@ -48,7 +49,7 @@ def refused_under_strict(request) -> bool:
     ("cpu", LocalLabel("cpu")), ("rocm5.6", LocalLabel("rocm")), ("410ce96", LocalLabel("unknown")),
 ])
 def test_local_labels_are_read(label, read):
-    assert read_local_label(label) == read
+    assert read_label(label) == read
 
 
 def test_jaxlib_cuda_cudnn_label_sets_cuda_and_cudnn():

@@ -19,7 +19,7 @@ from envbuild.resolver.lockable import locking_releases
 from envbuild.resolver.problem import Problem
 from envbuild.resolver.request import Gpu, Request
 from envbuild.core.values import major_minor
-from envbuild.core.versions import ordered_versions, parse_version, read_local_label
+from envbuild.core.versions import ordered_versions, parse_version
 
 UNKNOWN = "unknown_fact"
 
@@ -137,7 +137,7 @@ def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
     cuDNN must be that major with a minor at least as new."""
     if pin is None or req.cudnn is None or not pin.text.startswith("+"):
         return []
-    built = read_local_label(pin.text[1:]).cudnn
+    built = frameworks.read_label(pin.text[1:]).cudnn
     if built is None:
         return []
     b = parse_version(built).release
