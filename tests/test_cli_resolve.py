@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,8 @@ from envbuild.output.report import fix_flags, render
 from envbuild.spec import load_spec
 from envbuild.commands._spec import spec_from_args  # as commands read flags: with the GPU matrix and --host
 
+from cli_support import in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_EXAMPLE = [
     "--framework", "pytorch==1.7.1+cu101", "--gpu", "RTX 3090", "--driver", "450.80.02",
@@ -43,9 +44,7 @@ installer: conda
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", "resolve", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    return in_process("resolve", *args, cwd=ROOT)
 
 
 def _spec(*argv: str) -> Spec:

@@ -1,4 +1,5 @@
-"""The conventions every command shares, through the `envbuild` console script: the spec
+"""The conventions every command shares, through `envbuild.cli.main` (the console script's
+function, run in this process; the console script itself for a sample): the spec
 found in the current folder, -q/-v before or after the command, ENVBUILD_* variables (flag >
 environment > spec, checked at the door), every mistake of a spec at once, a verdict in
 every JSON answer (each validated against its schema), throttled status lines, byte counts
@@ -17,17 +18,33 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_support import in_process
 from test_ci_output import ROOT, validate
 
 ENVBUILD = shutil.which("envbuild")
 RECIPES = ROOT / "recipes"
 
 
+def clean_environment() -> dict[str, str]:
+    """This environment without the ENVBUILD_* request variables of the caller's shell."""
+    return {k: v for k, v in os.environ.items() if not (k.startswith("ENVBUILD_") and not k.startswith("ENVBUILD_TEST"))}
+
+
 def envbuild(*args, cwd: Path, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     """`envbuild ARGS` in `cwd`, with no ENVBUILD_* request variable of the caller's shell."""
-    base = {k: v for k, v in os.environ.items() if not (k.startswith("ENVBUILD_") and not k.startswith("ENVBUILD_TEST"))}
-    return subprocess.run([ENVBUILD, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env={**base, **(env or {})}, input=stdin, timeout=300)
+    return in_process(*args, cwd=cwd, env={**clean_environment(), **(env or {})}, stdin=stdin)
+
+
+def test_the_console_script_answers_as_main_does(tmp_path):
+    """The spec found in the current folder and a variable beating it, through the console
+    script, a process of its own: the same answer as `main` here gives."""
+    envbuild("init", cwd=tmp_path)
+    env = {**clean_environment(), "ENVBUILD_GPU": "V100"}
+    done = subprocess.run([ENVBUILD, "resolve", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=300)
+    here = envbuild("resolve", "--json", cwd=tmp_path, env={"ENVBUILD_GPU": "V100"})
+    assert (done.returncode, done.stdout, done.stderr) == (here.returncode, here.stdout, here.stderr)
+    assert json.loads(done.stdout)["resolved"]["gpus"][0]["name"] == "NVIDIA V100"
 
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
@@ -109,14 +126,16 @@ def test_quiet_and_verbose_before_or_after_the_command(tmp_path):
 
 def test_verbose_shows_the_commands_envbuild_runs_with_credentials_masked(tmp_path):
     """A pip lock runs uv: -v shows its command line; the index's password never appears."""
+    no_retries = {"UV_HTTP_RETRIES": "0"}  # nothing answers on port 9: uv's retries would only wait longer
     proc = envbuild("lock", "--framework", "cupy", "--cuda", "12", "--installer", "pip", "--python", "3.10",
-                    "--index-url", "http://user:s3cret-token@127.0.0.1:9/simple", "-o", "lock", "-v", cwd=tmp_path)
+                    "--index-url", "http://user:s3cret-token@127.0.0.1:9/simple", "-o", "lock", "-v", cwd=tmp_path,
+                    env=no_retries)
     assert proc.returncode == 3, proc.stderr  # nothing answers on port 9
     running = [line for line in proc.stderr.splitlines() if line.startswith("envbuild: running: ")]
     assert running and "uv" in running[0] and "pip compile" in running[0], proc.stderr
     assert "s3cret-token" not in proc.stderr + proc.stdout
     quiet = envbuild("lock", "--framework", "cupy", "--cuda", "12", "--installer", "pip", "--python", "3.10",
-                     "--index-url", "http://127.0.0.1:9/simple", "-o", "lock", cwd=tmp_path)
+                     "--index-url", "http://127.0.0.1:9/simple", "-o", "lock", cwd=tmp_path, env=no_retries)
     assert "envbuild: running:" not in quiet.stderr
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,14 @@ import pytest
 from envbuild.hostenv import hostinfo
 from envbuild.infra.errors import EnvironmentProblem
 
+from cli_support import in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 HAS_DRIVER = shutil.which("nvidia-smi") is not None
 
 
 def _doctor(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", "doctor", *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    return in_process("doctor", *args, cwd=ROOT)
 
 
 def test_doctor_json_describes_this_host():

@@ -89,6 +89,7 @@ def no_staging_left(prefix: Path) -> bool:
 
 # --- conda environments from the local channel ---------------------------------------------
 
+@pytest.mark.slow
 def test_a_conda_environment_runs_its_own_python(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     data = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
@@ -111,6 +112,7 @@ def test_a_conda_environment_runs_its_own_python(channel, tmp_path):
     assert no_staging_left(prefix)
 
 
+@pytest.mark.slow
 def test_a_project_folder_environment_needs_no_spec_argument(channel, tmp_path):
     """`envbuild.yaml` in the current folder is the spec; its environment is `default`."""
     conda_spec(tmp_path, channel).rename(tmp_path / "envbuild.yaml")
@@ -121,6 +123,7 @@ def test_a_project_folder_environment_needs_no_spec_argument(channel, tmp_path):
     assert run.stdout.split() == ["2.4.1", "12.4", str(prefix)]
 
 
+@pytest.mark.slow
 def test_a_second_env_with_an_unchanged_lock_does_nothing(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
@@ -136,6 +139,7 @@ def test_a_second_env_with_an_unchanged_lock_does_nothing(channel, tmp_path):
     assert "is up to date" in text and "nothing to do" in text
 
 
+@pytest.mark.slow
 def test_a_changed_spec_updates_the_environment_in_place(channel, tmp_path):
     spec = conda_spec(tmp_path, channel, packages=())
     first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
@@ -148,6 +152,7 @@ def test_a_changed_spec_updates_the_environment_in_place(channel, tmp_path):
     assert no_staging_left(prefix)
 
 
+@pytest.mark.slow
 def test_two_envs_at_once_build_it_once(channel, tmp_path):
     """The second run waits for the first (an flock beside the prefix), then finds the
     environment current."""
@@ -160,6 +165,7 @@ def test_two_envs_at_once_build_it_once(channel, tmp_path):
     assert no_staging_left(tmp_path / ".envbuild" / "envs" / "train")
 
 
+@pytest.mark.slow
 def test_a_failing_install_leaves_the_old_environment_working(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
@@ -180,6 +186,7 @@ def test_a_failing_install_leaves_the_old_environment_working(channel, tmp_path)
     assert no_staging_left(prefix)
 
 
+@pytest.mark.slow
 def test_an_unverified_stack_is_installed_with_a_warning_and_refused_under_strict(channel, tmp_path):
     """A GPU the matrices do not know leaves its architecture unchecked: the environment is
     made, saying what was not checked; --strict refuses it before anything is written."""
@@ -194,6 +201,7 @@ def test_an_unverified_stack_is_installed_with_a_warning_and_refused_under_stric
     assert "unverified (gpu_arch not checked)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_prefix_holding_files_envbuild_did_not_write_is_refused(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     mine = tmp_path / "project"
@@ -213,6 +221,7 @@ def test_a_prefix_holding_files_envbuild_did_not_write_is_refused(channel, tmp_p
     assert proc.returncode == 2 and "is a symbolic link" in error_line(proc)
 
 
+@pytest.mark.slow
 def test_an_index_credential_is_never_written_into_the_environment(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     proc = envbuild("env", spec, "--index-url", "https://ci:s3cret-token@mirror.example/simple", "--json",
@@ -223,6 +232,7 @@ def test_an_index_credential_is_never_written_into_the_environment(channel, tmp_
     assert "https://mirror.example/simple" in (prefix / ".envbuild" / "env.json").read_text()
 
 
+@pytest.mark.slow
 def test_run_passes_the_exit_code_through(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     ok(envbuild("env", spec, cwd=tmp_path))
@@ -235,6 +245,7 @@ def test_run_passes_the_exit_code_through(channel, tmp_path):
     assert nothing.returncode == 2 and "put it after `--`" in error_line(nothing)
 
 
+@pytest.mark.slow
 def test_run_sources_the_activation_scripts_a_conda_prefix_ships(channel, tmp_path):
     spec = conda_spec(tmp_path, channel)
     prefix = tmp_path / env_json(envbuild("env", spec, "--json", cwd=tmp_path))["prefix"]

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_support import in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = str(ROOT / "tests" / "data" / "fleets" / "fleet.yaml")
 DIGEST = "sha256:" + "ab" * 32
@@ -24,8 +26,7 @@ IMAGE = f"127.0.0.1:5555/team/train@{DIGEST}"
 
 def _export(tmp_path, kind: str, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path / f"job.{kind}"
-    done = subprocess.run([sys.executable, "-m", "envbuild", "export", kind, "--image", IMAGE, "-o", str(out), *args],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = in_process("export", kind, "--image", IMAGE, "-o", out, *args, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done, out
 
@@ -148,7 +149,7 @@ def test_flyte_task_is_constructed_by_flytekit(tmp_path, target, accelerator):
     (["export", "k8s", "--image", "x:1", "--fleet", FLEET, "--target", "nope"], "envbuild: error: --target: unknown target 'nope'"),
 ])
 def test_export_bad_input_is_one_line_exit_2(args, message):
-    done = subprocess.run([sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=ROOT)
+    done = in_process(*args, cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(message), done.stderr
 
@@ -182,8 +183,7 @@ def test_batch_platform_eks_writes_eks_properties_botocore_accepts(tmp_path):
 def _refused_line(tmp_path, kind: str, fleet_text: str) -> str:
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(fleet_text)
-    done = subprocess.run([sys.executable, "-m", "envbuild", "export", kind, "--image", IMAGE, "--fleet", str(fleet)],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = in_process("export", kind, "--image", IMAGE, "--fleet", fleet, cwd=ROOT)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and not done.stdout
     return done.stderr
 
@@ -223,7 +223,6 @@ def test_flyte_refuses_a_mig_slice_flytekit_cannot_name(tmp_path):
 
 @pytest.mark.parametrize("kind", ["metaflow", "flyte", "coiled"])
 def test_an_image_that_would_be_code_never_reaches_a_module(tmp_path, kind):
-    done = subprocess.run([sys.executable, "-m", "envbuild", "export", kind, "--image",
-                           'x"""\nimport os; os.system("touch pwned")\n"""'], capture_output=True, text=True, cwd=tmp_path)
+    done = in_process("export", kind, "--image", 'x"""\nimport os; os.system("touch pwned")\n"""', cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.startswith("envbuild: error: --image: ") and not done.stdout
     assert not (tmp_path / "pwned").exists()

@@ -77,6 +77,7 @@ def lock_set(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
 
 
+@pytest.mark.slow
 def test_disk_full(project, tmp_path, mounts):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -99,6 +100,7 @@ def test_disk_full(project, tmp_path, mounts):
     assert check.returncode == 0, check.stdout
 
 
+@pytest.mark.slow
 def test_file_size_limit(project, tmp_path):
     out = tmp_path / "lock"
     assert envbuild("lock", "a.yaml", "-o", out, cwd=project).returncode == 0
@@ -111,6 +113,7 @@ def test_file_size_limit(project, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lock"]
 
 
+@pytest.mark.slow
 def test_read_only_folder(project, tmp_path, mounts):
     out = tmp_path / "ro"
     lock = out / "lock"

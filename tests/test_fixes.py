@@ -60,6 +60,7 @@ def stacks(draw) -> Spec:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stacks())
 def test_every_offered_fix_passes(spec):

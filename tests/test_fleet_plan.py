@@ -5,8 +5,6 @@ job definition per target, each accepted by its consumer. The builds, pushes and
 runs are in test_fleet_build.py."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -18,7 +16,7 @@ import pytest
 import yaml
 
 import fleet_support
-from envbuild.cli import main
+from cli_support import in_process
 from envbuild.commands._spec import load_spec
 from envbuild.fleet import load_fleet, manifest
 from envbuild.fleet.plan import _cover, plan_fleet
@@ -32,10 +30,7 @@ DIGESTS = {1: "sha256:" + "1" * 64, 2: "sha256:" + "2" * 64}
 
 
 def _cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd or Path.cwd()):
-        code = main([str(a) for a in args])
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return in_process(*args, cwd=cwd)
 
 
 def _one_line(done: subprocess.CompletedProcess, code: int = 2) -> str:

@@ -17,7 +17,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envbuild import matrix
+from envbuild import frameworks, matrix
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,12 @@ def m() -> matrix.Matrices:
     return matrix.load()
 
 
+def _rows(m: matrix.Matrices, name: str) -> tuple:
+    return frameworks.get(name).rows(m)
+
+
 def torch(m, version, installer=None, platform="linux-64"):
-    return [b for b in m.pytorch if b.version == version and (installer is None or b.installer == installer)
+    return [b for b in _rows(m, "pytorch") if b.version == version and (installer is None or b.installer == installer)
             and platform in b.platforms]
 
 
@@ -56,7 +60,7 @@ def test_conda_cuda11_variant_of_19x_is_111_not_the_printed_113(m):
 
 
 def test_conda_package_kind_and_end_of_channel(m):
-    for b in (b for b in m.pytorch if b.installer == "conda"):
+    for b in (b for b in _rows(m, "pytorch") if b.installer == "conda"):
         v = Version(b.version)
         if v < Version("1.0.1"):  # feature packages (cuda80, cuda90, cuda100) chose the variant
             assert b.package == "cuda" + b.cuda.replace(".", ""), b
@@ -104,9 +108,9 @@ def test_pypi_default_build(m, version, cuda):
 
 
 def test_pypi_default_is_unique_and_untagged_builds_are_pypi_defaults(m):
-    per_release = collections.Counter((b.version, p) for b in m.pytorch if b.pypi_default for p in b.platforms)
+    per_release = collections.Counter((b.version, p) for b in _rows(m, "pytorch") if b.pypi_default for p in b.platforms)
     assert max(per_release.values()) == 1
-    for b in m.pytorch:
+    for b in _rows(m, "pytorch"):
         assert not (b.pypi_default and b.installer != "pip"), b
         if b.installer == "pip" and Version(b.version) < Version("1.2"):
             # before 1.2 no wheel had a +cuXY tag: each variant was an untagged wheel on its own page
@@ -127,19 +131,19 @@ def test_python_cutoffs(m):
     assert not ok("1.7.0", "3.9") and ok("1.7.1", "3.9")
     assert ok("2.5.1", "3.13") and not ok("2.5.1", "3.13", "conda")
     assert not ok("2.9.0", "3.9") and ok("2.8.0", "3.9")
-    first_312 = min((Version(b.version) for b in m.pytorch if b.python and "3.12" in SpecifierSet(b.python)))
+    first_312 = min((Version(b.version) for b in _rows(m, "pytorch") if b.python and "3.12" in SpecifierSet(b.python)))
     assert str(first_312) == "2.2.0"
 
 
 def test_every_release_from_14_to_214_has_gpu_builds(m):
-    series = {".".join(b.version.split(".")[:2]) for b in m.pytorch}
+    series = {".".join(b.version.split(".")[:2]) for b in _rows(m, "pytorch")}
     expected = {f"1.{n}" for n in range(4, 14)} | {f"2.{n}" for n in range(0, 15)}
     assert expected <= series
 
 
 # ---------------------------------------------------------------------------- PyTorch structure
 def test_pip_rows_name_their_index_and_conda_rows_their_channels(m):
-    for b in m.pytorch:
+    for b in _rows(m, "pytorch"):
         if b.installer == "pip":
             variant = "cu" + b.cuda.replace(".", "")
             assert b.index_url and re.fullmatch(rf"https://download\.pytorch\.org/whl/(lts/1\.8/)?{variant}", b.index_url), b
@@ -150,7 +154,7 @@ def test_pip_rows_name_their_index_and_conda_rows_their_channels(m):
 
 
 def test_python_specifiers_parse_and_arch_lists_are_well_formed(m):
-    for b in m.pytorch:
+    for b in _rows(m, "pytorch"):
         if b.python is not None:
             SpecifierSet(b.python)
         if b.archs is not None:
@@ -181,9 +185,9 @@ def test_cuda_variants_are_real_cuda_releases(m):
     known = {majmin(r.version) for r in m.cuda_releases}
     if not known:
         pytest.skip("matrices/cuda_driver.yaml has no releases yet")
-    variants = {majmin(b.cuda) for b in m.pytorch}
-    variants |= {majmin(r.cuda) for r in m.tensorflow if Version(r.cuda) >= Version("9.0")}
-    variants |= {majmin(r.cuda_min) for r in m.rapids} | {majmin(r.cuda_max) for r in m.rapids}
+    variants = {majmin(b.cuda) for b in _rows(m, "pytorch")}
+    variants |= {majmin(r.cuda) for r in _rows(m, "tensorflow") if Version(r.cuda) >= Version("9.0")}
+    variants |= {majmin(r.cuda_min) for r in _rows(m, "rapids")} | {majmin(r.cuda_max) for r in _rows(m, "rapids")}
     assert variants - known == set()
 
 
@@ -197,7 +201,7 @@ def test_compiled_archs_are_buildable_by_the_variant_toolkit(m):
         assert len(rows) == 1, cuda
         return set(rows[0].sms)
 
-    for b in m.pytorch:
+    for b in _rows(m, "pytorch"):
         if b.archs:
             unknown = {a.split("_")[1] for a in b.archs} - sms_for(b.cuda)
             assert not unknown, f"{b.version} {b.installer} {b.cuda}: CUDA {b.cuda} cannot build {sorted(unknown)}"
@@ -205,7 +209,7 @@ def test_compiled_archs_are_buildable_by_the_variant_toolkit(m):
 
 # ---------------------------------------------------------------------------- TensorFlow
 def tf(m, version):
-    found = [r for r in m.tensorflow if r.version == version]
+    found = [r for r in _rows(m, "tensorflow") if r.version == version]
     assert len(found) == 1, version
     return found[0]
 
@@ -221,7 +225,7 @@ def test_tensorflow_tested_configs(m):
 
 
 def test_tensorflow_windows_gpu_and_pip_extra_boundaries(m):
-    for r in m.tensorflow:
+    for r in _rows(m, "tensorflow"):
         v = Version(r.version)
         assert r.windows_gpu == (v < Version("2.11")), r.version
         assert (r.pip_extra == "and-cuda") == (v >= Version("2.14")), r.version
@@ -230,7 +234,7 @@ def test_tensorflow_windows_gpu_and_pip_extra_boundaries(m):
 
 # ---------------------------------------------------------------------------- JAX
 def jax(m, version):
-    found = [r for r in m.jax if r.version == version]
+    found = [r for r in _rows(m, "jax") if r.version == version]
     assert len(found) == 1, version
     return found[0]
 
@@ -247,7 +251,7 @@ def test_jax_cuda_majors_and_python(m):
     assert jax(m, "0.7.1").cuda_majors == (12,) and jax(m, "0.7.2").cuda_majors == (12, 13)
     assert "3.9" not in SpecifierSet(jax(m, "0.4.31").python)
     assert "3.10" not in SpecifierSet(jax(m, "0.7.0").python)
-    for r in m.jax:
+    for r in _rows(m, "jax"):
         # a bare `cuda` extra (0.3.0-0.4.9) pulled the era's CUDA 11 jaxlib
         assert all((11 if e == "cuda" else int(e[4:6])) in r.cuda_majors for e in r.pip_extras), r.version
         assert r.driver_min_linux in (None, "450.80.02", "525.60.13"), r.version
@@ -256,7 +260,7 @@ def test_jax_cuda_majors_and_python(m):
 def test_jax_03_python_follows_the_jaxlib_wheels(m):
     # jaxlib ships cp310 from 0.1.75 (its changelog; NixOS pins the cp310 cuda11 wheels of 0.3.0):
     # the classifiers of jax 0.3.0-0.3.10 stop at 3.9, the wheels do not. cp311 came with 0.3.24.
-    for r in m.jax:
+    for r in _rows(m, "jax"):
         v = Version(r.version)
         if Version("0.3.0") <= v < Version("0.4.0"):
             pythons = SpecifierSet(r.python)
@@ -276,7 +280,7 @@ def test_local_ptxas_rules(m):
 
 # ---------------------------------------------------------------------------- RAPIDS
 def rapids(m, version, major):
-    found = [r for r in m.rapids if r.version == version and r.cuda_major == major]
+    found = [r for r in _rows(m, "rapids") if r.version == version and r.cuda_major == major]
     assert len(found) == 1, (version, major)
     return found[0]
 
@@ -285,7 +289,7 @@ def test_rapids_gpu_floors(m):
     assert rapids(m, "23.12", 12).min_compute_capability == "6.0"
     assert rapids(m, "24.02", 12).min_compute_capability == "7.0"
     assert rapids(m, "24.02", 11).min_compute_capability == "7.0"
-    assert all(r.min_compute_capability == "7.5" for r in m.rapids if r.cuda_major == 13)
+    assert all(r.min_compute_capability == "7.5" for r in _rows(m, "rapids") if r.cuda_major == 13)
 
 
 def test_rapids_rows_before_23_08_follow_the_release_build_matrix(m):
@@ -295,17 +299,17 @@ def test_rapids_rows_before_23_08_follow_the_release_build_matrix(m):
     assert (rapids(m, "22.10", 11).cuda_min, rapids(m, "23.06", 11).cuda_max) == ("11.2", "11.8")
     assert rapids(m, "21.06", 11).python == ("3.7", "3.8") and rapids(m, "22.02", 11).python == ("3.8", "3.9")
     assert rapids(m, "23.02", 11).python == ("3.8", "3.10") and rapids(m, "23.06", 11).python == ("3.9", "3.10")
-    old = [r for r in m.rapids if Version(r.version) < Version("23.08")]
+    old = [r for r in _rows(m, "rapids") if Version(r.version) < Version("23.08")]
     assert len(old) == 13 and all(r.cuda_major == 11 for r in old)
     # RAPIDS pip packages begin with 22.10: earlier releases state that they have none ('')
     assert [r.version for r in old if r.pip_index_url == ""] == [r.version for r in old if Version(r.version) < Version("22.10")]
-    assert not [r for r in m.rapids if Version(r.version) < Version("21.06")]
+    assert not [r for r in _rows(m, "rapids") if Version(r.version) < Version("21.06")]
 
 
 def test_rapids_cuda_ranges(m):
-    assert not [r for r in m.rapids if r.cuda_major == 11 and Version(r.version) >= Version("25.08")]
+    assert not [r for r in _rows(m, "rapids") if r.cuda_major == 11 and Version(r.version) >= Version("25.08")]
     assert (rapids(m, "25.06", 12).cuda_min, rapids(m, "25.06", 12).cuda_max) == ("12.0", "12.9")
-    for r in m.rapids:
+    for r in _rows(m, "rapids"):
         assert majmin(r.cuda_min)[0] == majmin(r.cuda_max)[0] == r.cuda_major
         assert Version(r.cuda_min) <= Version(r.cuda_max)
 
@@ -313,12 +317,12 @@ def test_rapids_cuda_ranges(m):
 # ---------------------------------------------------------------------------- CuPy
 def cupy_for(m, cuda: str, cupy_version: str, installer: str = "pip") -> list[str]:
     """Wheel names (or conda packages) that run CuPy `cupy_version` on CUDA `cuda` (major.minor)."""
-    return [p.package for p in m.cupy if Version(p.cuda_min) <= Version(cuda) <= Version(p.cuda_max)
+    return [p.package for p in _rows(m, "cupy") if Version(p.cuda_min) <= Version(cuda) <= Version(p.cuda_max)
             and cupy_version in SpecifierSet(p.cupy_versions) and p.installer == installer]
 
 
 def test_cupy_wheels(m):
-    assert [p.cuda_min for p in m.cupy if p.package == "cupy-cuda12x"] == ["12.0"]
+    assert [p.cuda_min for p in _rows(m, "cupy") if p.package == "cupy-cuda12x"] == ["12.0"]
     for minor in range(0, 10):
         assert cupy_for(m, f"12.{minor}", "13.3.0") == ["cupy-cuda12x"]
     assert cupy_for(m, "12.4", "14.0.0") == ["cupy-cuda12x"]
@@ -327,7 +331,7 @@ def test_cupy_wheels(m):
     assert cupy_for(m, "10.2", "12.0.0") == ["cupy-cuda102"]
     assert cupy_for(m, "13.0", "14.1.0") == ["cupy-cuda13x"]
     assert cupy_for(m, "11.4", "10.6.0") == ["cupy-cuda114"]
-    for p in m.cupy:
+    for p in _rows(m, "cupy"):
         SpecifierSet(p.cupy_versions)
         assert p.python and SpecifierSet(p.python)
 
@@ -335,10 +339,10 @@ def test_cupy_wheels(m):
 def test_cupy_conda_forge_builds(m):
     # conda-forge/cupy-feedstock: CUDA 11 builds (cudatoolkit) for 12.0-13.6, CUDA 12 builds
     # (cuda-version >=12,<13) from 12.0 on, CUDA 13 builds from 13.6.0 on.
-    conda = [p for p in m.cupy if p.installer == "conda"]
+    conda = [p for p in _rows(m, "cupy") if p.installer == "conda"]
     assert {p.package for p in conda} == {"cupy"} and all(p.channels == ("conda-forge",) for p in conda)
     assert all("conda-forge/cupy-feedstock" in p.source and not p.inferred for p in conda)
-    assert all(p.installer == "pip" and p.package.startswith("cupy-cuda") for p in m.cupy if p not in conda)
+    assert all(p.installer == "pip" and p.package.startswith("cupy-cuda") for p in _rows(m, "cupy") if p not in conda)
     assert cupy_for(m, "11.8", "13.6.0", "conda") == ["cupy"]
     assert cupy_for(m, "11.2", "12.0.0", "conda") == ["cupy"]
     assert cupy_for(m, "11.8", "14.0.0", "conda") == []  # 14.0.0 on skips cuda_compiler_version 11.8
@@ -360,7 +364,7 @@ def test_jax_cuda_minor_floors(m):
     assert dict(jax(m, "0.4.24").cuda_min) == {11: "11.8", 12: "12.3"}
     assert dict(jax(m, "0.4.26").cuda_min) == {12: "12.1"}
     assert dict(jax(m, "0.8.0").cuda_min) == {12: "12.1", 13: "13.0"}
-    for r in m.jax:
+    for r in _rows(m, "jax"):
         floors = dict(r.cuda_min)
         assert set(floors) <= set(r.cuda_majors), r.version
         assert all(majmin(v)[0] == major for major, v in floors.items()), r.version
@@ -374,6 +378,6 @@ def test_tensorflow_wheel_arch_lists(m):
     assert tf(m, "2.16.1").archs == ("sm_50", "sm_60", "sm_70", "sm_80", "compute_90")
     assert tf(m, "2.17.0").archs == ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90")  # Maxwell dropped
     assert tf(m, "2.2.0").archs is None  # the wheel's build_info.py did not list them yet
-    for r in m.tensorflow:
+    for r in _rows(m, "tensorflow"):
         if r.archs is not None:
             assert r.archs and all(re.fullmatch(r"(sm|compute)_\d{2,3}", a) for a in r.archs), r.version

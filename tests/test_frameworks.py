@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import inspect
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from envbuild import frameworks, matrix
-from envbuild.frameworks.base import Framework
-from envbuild.core.model import FRAMEWORKS
+from envbuild.frameworks.__main__ import main, schema_texts
+from envbuild.frameworks.base import Framework, Refresh, View
 from envbuild.spec.validate import canonical_framework
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "envbuild"
-NAMES = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
+NAMES = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # the frameworks this tree ships
 
 # Hooks every plugin must implement itself (the base class only says "not implemented").
-REQUIRED = ("builds", "pins", "matrix_columns")
+REQUIRED = ("builds", "pins")
 
 # Places outside the plugins where a framework's name may be a tested value, each with why.
 # (path relative to envbuild/, text of the line) -> reason
@@ -35,14 +32,30 @@ def m() -> matrix.Matrices:
     return matrix.load()
 
 
-def test_registry_lists_exactly_the_five_frameworks():
-    assert frameworks.names() == NAMES
-    assert tuple(p.name for p in frameworks.all()) == NAMES
-    assert FRAMEWORKS == NAMES  # the model's list is the registry's
-    assert sorted(p.stem for p in PACKAGE.joinpath("frameworks").glob("*.py")
-                  if p.stem not in ("__init__", "base", "build")) == sorted(NAMES)
+def test_the_registry_is_the_plugin_modules():
+    """A framework is a module of envbuild/frameworks/ that defines PLUGIN, named for it,
+    listed in its plugin's order; each has its matrix file and its table."""
+    modules = sorted(p.stem for p in PACKAGE.joinpath("frameworks").glob("*.py")
+                     if re.search(r"^PLUGIN = ", p.read_text(), re.M))
+    assert sorted(frameworks.names()) == modules
+    assert tuple(p.name for p in frameworks.all()) == frameworks.names()
+    assert [p.order for p in frameworks.all()] == sorted(p.order for p in frameworks.all())
+    assert frameworks.names() == NAMES  # the shipped ones, in the order every listing shows them
+    for name in frameworks.names():
+        assert (ROOT / "matrices" / f"{name}.yaml").is_file()
+    assert set(matrix.load().framework_rows) == set(frameworks.names())
     with pytest.raises(KeyError):
         frameworks.get("keras")
+
+
+def test_the_runtime_protocol_is_small_and_the_refresh_hooks_are_apart():
+    """What the resolver, lock and images ask is on `Framework`; `envbuild matrix` and
+    `envbuild matrix refresh` ask objects of their own."""
+    members = [n for n in vars(Framework) if not n.startswith("_")]
+    assert len(members) <= 18, members
+    assert not [n for n in members if n.startswith("index_") or n in ("matrix_columns", "select_rows")]
+    for plugin in frameworks.all():
+        assert isinstance(plugin.view, View) and isinstance(plugin.refresh, Refresh)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -50,61 +63,56 @@ def test_each_plugin_implements_the_protocol(name, m):
     plugin = frameworks.get(name)
     assert isinstance(plugin, Framework) and plugin.name == name
     assert plugin is frameworks.get(name)  # one instance per framework
-    for hook in REQUIRED:
-        assert getattr(type(plugin), hook) is not getattr(Framework, hook), f"{name} does not implement {hook}"
-        assert list(inspect.signature(getattr(plugin, hook)).parameters) == \
-            list(inspect.signature(getattr(Framework, hook)).parameters)[1:]
+    for owner, base, hook in [(plugin, Framework, h) for h in REQUIRED] + [(plugin.view, View, "columns")]:
+        assert getattr(type(owner), hook) is not getattr(base, hook), f"{name} does not implement {hook}"
+        assert list(inspect.signature(getattr(owner, hook)).parameters) == \
+            list(inspect.signature(getattr(base, hook)).parameters)[1:]
     # every attribute the protocol declares has the declared type
     for attr, declared in vars(Framework).items():
         if attr.startswith("_") or callable(declared):
             continue
         assert isinstance(getattr(plugin, attr), type(declared) if declared is not None else (str, type(None))), attr
-    rows = getattr(m, plugin.table)
-    assert rows, f"{name}: matrix table {plugin.table!r} is empty"
+    rows = plugin.rows(m)
+    assert rows, f"{name}: its matrix table is empty"
+    assert all(isinstance(r, plugin.row_type) and (r.source or r.reason) for r in rows)
     from envbuild.resolver.context import index
 
     builds = index(m).builds[name]
     assert builds and {b.framework for b in builds} == {name}
     conda, pip, _index_url = plugin.pins(builds[0])
     assert conda or pip
-    headers, body = plugin.matrix_columns(list(rows[:3]), lambda a: "", lambda r: "")
+    headers, body = plugin.view.columns(list(rows[:3]), lambda a: "", lambda r: "")
     assert body and all(len(cells) == len(headers) for cells in body)
 
 
-def test_the_matrix_tables_derive_from_the_one_list():
-    """model.FRAMEWORKS names the frameworks' tables: attribute, file and row type follow from it."""
-    tables = {name: entry for name, entry in matrix.TABLES.items() if entry[2].FRAMEWORK}
-    assert list(tables) == list(FRAMEWORKS)
-    for name, (file, key, row) in tables.items():
-        assert file == f"{name}.yaml" and row.FRAMEWORK == name and key
-        assert (ROOT / "matrices" / file).is_file()
-        assert name in {f.name for f in dataclasses.fields(matrix.Matrices)}
-        assert frameworks.get(name).table == name
-
-
-def test_the_published_schemas_name_the_same_frameworks():
-    """The JSON schemas stay static files (they are published): their framework enums must
-    equal the registry's names and aliases."""
+def test_the_published_schemas_name_the_registry():
+    """The JSON schemas stay static files (they are published): their framework enums are
+    written from the registry by `python -m envbuild.frameworks`, and are current."""
+    for path, text in schema_texts().items():
+        assert path.read_text() == text, f"{path.name} is stale: run python -m envbuild.frameworks"
+    assert main(["--check"]) == 0
     spec = json.loads((ROOT / "schema" / "spec.schema.json").read_text())
     names, pattern = spec["properties"]["frameworks"]["propertyNames"]["anyOf"]
     assert names["enum"] == list(frameworks.aliases())
     for written in ("cupy-cuda12x", "cupy-cuda102", "cudf-cu11", "cuml-cu12", "jax-cuda12-plugin", "jax-cuda13-pjrt"):
         assert re.match(pattern["pattern"], written) and canonical_framework(written) is not None
+    for written in ("cupy-cuda", "torch-cu12", "jax-cuda12"):
+        assert not re.match(pattern["pattern"], written)
     assert json.loads((ROOT / "schema" / "matrix.schema.json").read_text())["properties"]["framework"]["enum"] == \
-        list(FRAMEWORKS)
+        list(frameworks.names())
 
 
 def test_every_alias_maps_back_to_its_framework():
     seen = {}
     for plugin in frameworks.all():
-        for alias in (plugin.name, *plugin.aliases):
+        for alias in (plugin.name, *plugin.spelling.aliases):
             assert alias not in seen, f"{alias} is claimed by {seen.get(alias)} and {plugin.name}"
             seen[alias] = plugin.name
             assert canonical_framework(alias) == (plugin.name, None)
             assert canonical_framework(alias.upper()) == (plugin.name, None)
-        for pattern, digits_are in plugin.cuda_in_name:
+        for pattern, digits_are in plugin.spelling.cuda_in_name:
             assert digits_are in ("major", "variant") and re.compile(pattern).groups >= 1
-        for cpu in plugin.cpu_only:
+        for cpu in plugin.spelling.cpu_only:
             assert canonical_framework(cpu) is None  # a CPU build is refused, never resolved
     assert frameworks.aliases() == seen
     assert canonical_framework("cupy-cuda12x") == ("cupy", "12")
@@ -117,7 +125,7 @@ def test_the_rapids_pip_index_is_data(m):
     """The index of the -cuXX wheels comes from matrices/rapids.yaml, not from code."""
     from packaging.version import Version
 
-    assert {r.pip_index_url for r in m.rapids if Version(r.version) >= Version("23.04")} == {"https://pypi.nvidia.com"}
+    assert {r.pip_index_url for r in frameworks.get("rapids").rows(m) if Version(r.version) >= Version("23.04")} == {"https://pypi.nvidia.com"}
     from envbuild.resolver.context import index
 
     builds = index(m).builds["rapids"]
@@ -196,11 +204,3 @@ def test_no_framework_name_is_tested_outside_the_plugins():
         "\n".join(f"  envbuild/{rel}:{line}: {name!r} in {text}" for rel, line, name, text in unexplained)
     stale = set(ALLOWED) - {(h[0], h[3]) for h in hits}
     assert not stale, f"allowlist entries that no longer match: {sorted(stale)}"
-
-
-def test_naming_the_frameworks_imports_no_plugin():
-    """`envbuild.core.model` lists the frameworks without importing their plugins or the resolver."""
-    code = ("import sys, envbuild.core.model, envbuild.frameworks as f; f.names(); "
-            "print(sorted(m for m in sys.modules if m.startswith('envbuild.frameworks.') or m.startswith('envbuild.resolver')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"

@@ -280,6 +280,7 @@ def run_case(kind: str, field: str, value: str) -> int:
     return code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", h.KINDS)
 @SETTINGS
 @given(data=st.data())
@@ -296,6 +297,7 @@ def test_commands_with_shell_and_python_syntax_arrive_as_words(kind, command):
     assert run_case(kind, "--command", command) == 0  # these are fine commands: written, not refused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", h.KINDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=st.lists(PRINTABLE.filter(str.strip), min_size=1, max_size=5))

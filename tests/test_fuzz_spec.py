@@ -3,6 +3,7 @@ outcomes allowed are a `Resolution` or a `UserError` (one line, exit 2). Anythin
 (KeyError, TypeError, a traceback) is a bug."""
 from __future__ import annotations
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,10 @@ from envbuild.spec import spec_from_mapping
 from envbuild.spec.cli_args import spec_from_args
 from envbuild.spec.parse import parse_text
 from envbuild.spec.validate import FRAMEWORK_ALIASES, TOP_KEYS, validate_raw
+
+
+# long Hypothesis runs: hundreds of specs and command lines per test
+pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,12 +14,12 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from browser import look_at
+from cli_support import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ROOT / "recipes"
@@ -31,8 +31,7 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"  # a file name cannot hold the / o
 
 
 def envbuild(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, cwd=cwd or ROOT, env=env)
+    return in_process(*args, cwd=cwd or ROOT, env=env)
 
 
 # --- resolve ------------------------------------------------------------------------------------
@@ -265,7 +264,7 @@ def _status_class(word: str) -> str:
 
 def test_grid_says_what_resolve_says_of_each_build_on_each_gpu():
     """The grid's verdicts are resolve's GPU -> kernels link, build by build."""
-    from envbuild import matrix
+    from envbuild import frameworks, matrix
     from envbuild.resolver import arch_grid
     from envbuild.resolver import resolve
     from envbuild.spec import spec_from_mapping
@@ -275,7 +274,7 @@ def test_grid_says_what_resolve_says_of_each_build_on_each_gpu():
             for n, cc in (("Tesla K80", "3.7"), ("Tesla V100-SXM2-16GB", "7.0"), ("NVIDIA T4", "7.5"),
                           ("NVIDIA L4", "8.9"), ("GeForce RTX 5090", "12.0"))]
     drivers = {"3.7": "470.239.06"}  # the last branch that drives Kepler; the grid does not judge drivers
-    rows = [r for r in m.pytorch if r.version in ("0.4.1", "1.0.0", "2.7.0", "2.8.0")]
+    rows = [r for r in frameworks.get("pytorch").rows(m) if r.version in ("0.4.1", "1.0.0", "2.7.0", "2.8.0")]
     data = arch_grid.grid(m, "pytorch", rows, gpus)
     seen = set()
     for row in data["rows"]:

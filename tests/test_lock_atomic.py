@@ -23,6 +23,10 @@ from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 from lock_channels import repodata_channels
 
+
+# dozens of real solves per test: kill sweeps and concurrent writers
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 SPEC = """\
 name: atomic

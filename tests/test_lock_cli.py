@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from cli_support import in_process
 from lock_channels import repodata_channels
 
 SPEC = """\
@@ -23,7 +23,7 @@ channels: [./channels/pytorch, ./channels/nvidia, ./channels/main]
 
 
 def envbuild(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *args], cwd=cwd, capture_output=True, text=True)
+    return in_process(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -202,8 +202,9 @@ def test_pip_configuration_adds_no_index_to_the_request(monkeypatch, tmp_path):
     assert request.indexes == ("https://pypi.org/simple", "https://download.pytorch.org/whl/cu121")
 
 
-def test_unreachable_index_is_an_environment_error_with_the_url_masked(tmp_path):
+def test_unreachable_index_is_an_environment_error_with_the_url_masked(tmp_path, monkeypatch):
     closed = "http://127.0.0.1:9"  # discard port: nothing listens there
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")  # retrying a port nobody listens on only waits longer
     spec, resolution = pip_resolution(f"{closed}/whl/cu121", pip_packages=["einops==0.7.0"])
     with pytest.raises(EnvironmentProblem) as info:
         lock(spec, resolution, None, tmp_path, index_url="http://bot:tok3n@127.0.0.1:9/simple", pip_timeout=2)

@@ -20,6 +20,7 @@ from hypothesis import given, settings, strategies as st
 from envbuild.cli import COMMANDS, MAX_ARGUMENT_CHARS, build_parser
 from envbuild.spec.validate import MAX_VALUE_CHARS
 from envbuild.infra.urls import mask_text, strip_text
+from cli_support import in_process
 from test_cli_image_e2e import ENVBUILD
 
 # The pattern the masking replaced: right on short text, quadratic on long runs of letters.
@@ -31,6 +32,7 @@ def reference_mask(text: str) -> str:
                          text)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.text(alphabet="ab1+.-:/@ \t\nxé", max_size=40))
 def test_masking_gives_what_the_pattern_gave(text):
@@ -53,8 +55,7 @@ def test_masking_a_long_text_is_linear():
 
 
 def envbuild(*args, cwd: Path, stdin=None) -> subprocess.CompletedProcess:
-    return subprocess.run([ENVBUILD, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120,
-                          input=stdin)
+    return in_process(*args, cwd=cwd, stdin=stdin)
 
 
 def one_short_line(proc: subprocess.CompletedProcess, limit: int = 700) -> str:
@@ -111,6 +112,15 @@ def test_over_long_spec_values_are_refused_in_one_short_line(field, tmp_path):
     as_json = envbuild("resolve", spec, "--json", cwd=tmp_path)
     error = json.loads(as_json.stdout)["error"]
     assert all(len(error[k] or "") <= 1100 for k in ("line", "message", "where", "hint"))
+
+
+def test_the_console_script_says_the_same_line(tmp_path):
+    """The tests here run `main` in this process; the installed console script, a process
+    of its own, refuses with the same line and exit status."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(_spec_with(("name",), "a" * LONG), width=10 ** 9))
+    done = subprocess.run([ENVBUILD, "resolve", str(spec)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert one_short_line(done) == one_short_line(envbuild("resolve", spec, cwd=tmp_path))
 
 
 def _value_flags() -> list[tuple[str, str]]:

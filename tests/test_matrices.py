@@ -17,7 +17,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envbuild import matrix
+from envbuild import frameworks, matrix
 from envbuild.matrix import lookup as L
 from envbuild.matrix import tables as t
 from envbuild.matrix.__main__ import main
@@ -71,8 +71,15 @@ KEYS = {
 }
 
 
+def _rows(m: matrix.Matrices, table: str) -> tuple:
+    """A shared table, or a framework's rows as its plugin types them."""
+    return getattr(m, table) if table in matrix.TABLES else frameworks.get(table).rows(m)
+
+
 def test_every_table_is_described():
-    assert set(KEYS) == set(matrix.TABLES)
+    """Every shared table; a framework's table may be (its plugin types and checks its rows)."""
+    assert set(matrix.TABLES) <= set(KEYS) <= set(matrix.TABLES) | set(frameworks.names())
+    assert set(matrix.load().framework_rows) == set(frameworks.names())
 
 
 def test_the_compiled_matrices_are_the_yaml(m):
@@ -82,8 +89,8 @@ def test_the_compiled_matrices_are_the_yaml(m):
     assert COMPILED_MATRICES.read_text(encoding="utf-8") == matrix.to_json(fresh), \
         "matrices/ changed: run `python -m envbuild.matrix` and commit envbuild/data/matrices.json"
     assert m == fresh and m.version == fresh.version and m.gpu_index == fresh.gpu_index
-    for table in matrix.TABLES:
-        assert [repr(row) for row in getattr(m, table)] == [repr(row) for row in getattr(fresh, table)], table
+    for table in [*matrix.TABLES, *frameworks.names()]:
+        assert [repr(row) for row in _rows(m, table)] == [repr(row) for row in _rows(fresh, table)], table
     assert main(["--check"]) == 0
 
 
@@ -119,15 +126,15 @@ def test_platform_tables_are_populated(m):
 @pytest.mark.parametrize("table", sorted(KEYS))
 def test_rows_have_sources_and_unique_keys(m, table):
     key, _, _ = KEYS[table]
-    seen = collections.Counter(k for row in getattr(m, table) for k in key(row))
+    seen = collections.Counter(k for row in _rows(m, table) for k in key(row))
     assert [k for k, n in seen.items() if n > 1] == []
-    assert all((row.source or row.reason).strip() for row in getattr(m, table))
+    assert all((row.source or row.reason).strip() for row in _rows(m, table))
 
 
 @pytest.mark.parametrize("table", sorted(KEYS))
 def test_versions_and_specifiers_parse(m, table):
     _, version_fields, spec_fields = KEYS[table]
-    for row in getattr(m, table):
+    for row in _rows(m, table):
         for name in version_fields:
             value = getattr(row, name)
             if value is not None:
@@ -379,7 +386,7 @@ def test_package_sets_are_read_from_the_one_table(m):
     # every set the code asks for exists (an unknown one is a KeyError at run time)
     root = Path(package_sets.__file__).parent.parent  # the whole envbuild package
     used = {found for path in root.rglob("*.py")
-            for found in re.findall(r'package_(?:set|frozenset)\("([a-z_]+)"\)', path.read_text())}
+            for found in re.findall(r'(?:package_(?:set|frozenset)\(|pip_name_set=)"([a-z_]+)"', path.read_text())}
     assert used == set(by_set)
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line
+from cli_support import in_process as envbuild
+from test_cli_image_e2e import ENVBUILD, ok, one_error_line
 from test_outputs import listing, project  # noqa: F401 - project is a fixture
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_image_e2e import envbuild, ok, one_error_line, write_spec
+from cli_support import in_process as envbuild
+from test_cli_image_e2e import ok, one_error_line, write_spec
 
 
 OWNED = ("Dockerfile", "envbuild", ".envbuild-outputs")

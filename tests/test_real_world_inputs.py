@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import pytest
 
 from envbuild import matrix
 from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
-from envbuild.core.versions import LocalLabel, read_local_label
+from envbuild.frameworks import read_label
+from envbuild.core.versions import LocalLabel
 
+from cli_support import in_process
 from test_fixes import assert_fixes_pass
 
 M = matrix.load()
@@ -49,7 +49,7 @@ def refused_under_strict(request) -> bool:
     ("cpu", LocalLabel("cpu")), ("rocm5.6", LocalLabel("rocm")), ("410ce96", LocalLabel("unknown")),
 ])
 def test_local_labels_are_read(label, read):
-    assert read_local_label(label) == read
+    assert read_label(label) == read
 
 
 def test_jaxlib_cuda_cudnn_label_sets_cuda_and_cudnn():
@@ -113,8 +113,7 @@ def test_pin_of_a_never_released_version_names_the_series():
 
 # --- unknown GPUs ---------------------------------------------------------------------------------------
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "envbuild", "resolve", *args, "--json"],
-                          capture_output=True, text=True, timeout=60)
+    return in_process("resolve", *args, "--json")
 
 
 def test_cli_unknown_gpu_is_unverified_and_exit_1_under_strict():

@@ -103,11 +103,10 @@ def test_ptx_only_is_a_warning_not_a_conflict():
     # one build carries sm_70 SASS plus compute_70 PTX: an sm_80 GPU must JIT the PTX.
     import dataclasses
 
-    from envbuild.matrix.tables import TorchBuild
-
-    row = TorchBuild(source="test row", version="2.0.1", installer="pip", cuda="11.8", package="+cu118",
-                     python=">=3.8,<3.12", archs=("sm_70", "compute_70"))
-    m = dataclasses.replace(M, pytorch=(row,), version="ptx-test")
+    row = dict(source="test row", version="2.0.1", installer="pip", cuda="11.8", package="+cu118",
+               python=">=3.8,<3.12", archs=("sm_70", "compute_70"))
+    m = dataclasses.replace(M, framework_rows={**M.framework_rows, "pytorch": ("pytorch.yaml", "builds", (row,))},
+                            version="ptx-test")
     r = resolve(spec({"pytorch": "2.0.1"}, gpus=("A100",), installer="pip"), m)
     assert r.ok
     assert [w.kind for w in r.warnings] == ["ptx_jit"]

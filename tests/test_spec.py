@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from envbuild.core.model import FrameworkRequest
 from envbuild.commands._spec import load_spec  # as commands read specs: GPU names checked against the matrix
 from envbuild.spec import spec_from_mapping, spec_from_text
 from envbuild.spec.validate import NESTED_KEYS, TOP_KEYS, canonical_framework, split_framework
+
+from cli_support import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schema" / "spec.schema.json"
@@ -219,9 +220,7 @@ def test_spec_from_mapping_points_at_key_paths():
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=cwd, timeout=60
-    )
+    return in_process(*args, cwd=cwd)
 
 
 @pytest.mark.parametrize(

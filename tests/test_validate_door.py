@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_support import in_process
 
 BASE = 'frameworks: {pytorch: "2.1.2"}\ncuda: "12.1"\npython: "3.10"\ninstaller: conda\n'
 
 
 def envbuild(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return in_process(*args, cwd=cwd)
 
 
 def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:

@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 from browser import look_at
-from conftest import _need
 from test_ci_output import validate
 
 from envbuild.infra.paths import PROBE_FILE
@@ -35,15 +34,6 @@ FLEET = """targets:
     driver: 535.104.05
     scheduler: {kind: slurm, partition: gpu, gres_type: GRES, runtime: host, mem: 200M, time: "00:05:00"}
 """
-
-
-@pytest.fixture(scope="module")
-def slurm_env() -> dict[str, str]:
-    conf = _need("ENVBUILD_TEST_SLURM_CONF")
-    env = dict(os.environ, SLURM_CONF=conf)
-    if subprocess.run(["sinfo", "-h"], env=env, capture_output=True).returncode != 0:
-        pytest.fail("the test Slurm does not answer: run ./scripts/services.sh up")
-    return env
 
 
 def _cli(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:

@@ -90,7 +90,7 @@ def test_rows_written_by_refresh_read_back_unchanged():
 def test_committed_torch_defaults_agree_with_the_pypi_default_flags():
     from envbuild import frameworks
 
-    assert frameworks.get("pytorch").index_findings(M, refresh.rows_of(M), "https://pypi.org/simple") == []
+    assert frameworks.get("pytorch").refresh.findings(M, refresh.rows_of(M), "https://pypi.org/simple") == []
 
 
 # --- errors: one line, exit 3, credentials masked --------------------------------------------------------

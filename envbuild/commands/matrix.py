@@ -34,7 +34,7 @@ from envbuild.matrix import lookup as L, refresh
 from envbuild.matrix.lookup import version
 from envbuild.infra.paths import MATRICES_DIR
 from envbuild.core.values import BaseFamily, DriverVersion, Platform
-from envbuild.core.versions import parse_constraint, parse_version, read_local_label
+from envbuild.core.versions import parse_constraint, parse_version
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 
@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         name = plugin.name
         p = sub.add_parser(name, parents=[common], help=f"{name} builds for a version (or constraint)")
         p.add_argument("version", nargs="?", help="version or constraint: 1.6.0, 2.1, '2.1.*', '>=2.1,<2.3', 1.7.1+cu101")
-        if plugin.query_installer:
+        if plugin.view.query_installer:
             p.add_argument("--installer", choices=("conda", "pip"))
         p.add_argument("--cuda", help="only builds for this CUDA variant (prefix match: 12 ~ 12.4)")
     p = sub.add_parser("grid", parents=[common],
@@ -300,13 +300,13 @@ def _select(rows, query: str | None, topic: str):
     if not query:
         return list(rows), None
     local_cuda = None
-    chosen = frameworks.get(topic).select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
+    chosen = frameworks.get(topic).view.select_rows(rows, query, lambda text, what: _version_or_error(text, what, topic))
     if chosen is not None:
         return chosen, None
     try:
         constraint = parse_constraint(query)
         if constraint.local:
-            label = read_local_label(constraint.local)
+            label = frameworks.read_label(constraint.local)
             if label.kind != "cuda":  # +cpu, +rocm…, a git hash: no CUDA variant to select
                 raise ValueError(f"+{constraint.local} names no CUDA build (write e.g. +cu121 or +cuda11.cudnn86)")
             local_cuda = label.cuda
@@ -329,7 +329,7 @@ def _framework(m, args):
 
 def _framework_rows(m, topic: str, args) -> list:
     """The framework's rows that the version query, --installer and --cuda select."""
-    table = getattr(m, frameworks.get(topic).table)
+    table = frameworks.get(topic).rows(m)
     if not table:
         raise UserError(f"the matrix has no {topic} table", where=f"matrix {topic}")
     rows, local_cuda = _select(table, args.version, topic)
@@ -371,7 +371,7 @@ def _archs(archs) -> str:
 
 
 def _framework_lines(topic: str, rows) -> list[str]:
-    headers, body = frameworks.get(topic).matrix_columns(rows, _archs, _marks)
+    headers, body = frameworks.get(topic).view.columns(rows, _archs, _marks)
     lines = _table(headers, body)
     sources = list(dict.fromkeys(r.source for r in rows))
     lines.append("sources:")
@@ -391,9 +391,9 @@ def _grid(args) -> int:
         raise _suggest(args.framework, frameworks.names(), "framework", "grid")
     args.framework = name
     plugin = frameworks.get(name)
-    table = getattr(m, plugin.table)
+    table = plugin.rows(m)
     if not table or not hasattr(table[0], "archs"):
-        listing = [p.name for p in frameworks.all() if getattr(m, p.table) and hasattr(getattr(m, p.table)[0], "archs")]
+        listing = [p.name for p in frameworks.all() if (rows := p.rows(m)) and hasattr(rows[0], "archs")]
         raise UserError(f"the {args.framework} rows record no compiled architectures", where="matrix grid",
                         hint=f"the grid is drawn for {', '.join(listing)}; see `envbuild matrix {args.framework}`")
     rows = _framework_rows(m, args.framework, args)
@@ -475,7 +475,7 @@ def _refresh(args) -> int:
     """Re-read the wheel files of every release the matrices know; print a dated diff and
     write it with the new data (or, with --check, only report and fail on disagreement)."""
     directory = Path(args.data) if args.data else MATRICES_DIR
-    if not (directory / "pytorch.yaml").is_file():
+    if not (directory / "cuda_driver.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
     m = matrix.load_from(directory)
     index = pypi.SimpleIndex(args.index_url, cache=args.cache, offline=args.offline)
@@ -512,7 +512,7 @@ def _lock_proof(args) -> int:
     if args.workers < 1 or (args.sample is not None and args.sample < 1):
         raise UserError("--workers and --sample take a count of 1 or more", where="matrix refresh")
     directory = Path(args.data) if args.data else MATRICES_DIR
-    if not (directory / "pytorch.yaml").is_file():
+    if not (directory / "cuda_driver.yaml").is_file():
         raise UserError(f"{directory} holds no matrices", where="matrix refresh --data", hint="give the matrices/ folder")
     m = matrix.load_from(directory)
     today = datetime.date.today().isoformat()

@@ -16,7 +16,6 @@ from typing import Any, Literal
 from envbuild.core.check_lines import checks_json
 from envbuild.core.values import BaseFamily, ConflictKind, Installer, Platform
 
-FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")  # one plugin module each: envbuild/frameworks/
 # the enums' texts, for validation messages and command-line choices
 INSTALLERS = tuple(i.value for i in Installer)
 BASE_FAMILIES = ("auto", *(f.value for f in BaseFamily))

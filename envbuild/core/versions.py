@@ -32,9 +32,6 @@ __all__ = [
 
 _OPERATORS = ("===", "==", "!=", "<=", ">=", "~=", "<", ">", "=")
 _CU_LOCAL = re.compile(r"^cu(\d{2,4})$")
-# jaxlib's labels: `cuda111` (0.1.x, CUDA 11.1) and `cuda11.cudnn86` (CUDA 11 with cuDNN >= 8.6)
-_JAX_LOCAL = re.compile(r"^cuda([7-9]\d|1\d\d)$")
-_JAX_CUDNN_LOCAL = re.compile(r"^cuda(\d{1,2})[._]cudnn(\d{2,4})$")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,17 +77,13 @@ def _digits_version(digits: str) -> str:
 
 
 def read_local_label(label: str) -> LocalLabel:
-    """Read a pip local label: PyTorch's `cu121`, jaxlib's `cuda111` and `cuda11.cudnn86`
-    (`cudnn805` = 8.0.5), `cpu`, `rocm5.6`; anything else is `unknown`."""
+    """Read a pip local label of the common conventions: `cu121`, `cpu`, `rocm5.6`; anything
+    else is `unknown`. (A framework's own labels are read by its plugin:
+    `envbuild.frameworks.read_label`.)"""
     text = label.strip().lower()
-    match = _CU_LOCAL.match(text) or _JAX_LOCAL.match(text)
+    match = _CU_LOCAL.match(text)
     if match:
         return LocalLabel("cuda", cuda=_digits_version(match.group(1)))
-    match = _JAX_CUDNN_LOCAL.match(text)
-    if match:
-        cudnn = match.group(2)
-        cudnn = f"{cudnn[0]}.{cudnn[1]}" + (f".{cudnn[2:]}" if len(cudnn) > 2 else "")
-        return LocalLabel("cuda", cuda=str(int(match.group(1))), cudnn=cudnn)
     if text == "cpu":
         return LocalLabel("cpu")
     if text.startswith("rocm"):

@@ -98,11 +98,11 @@ def installed_versions(lock: LockInput, frameworks: tuple[str, ...] = ()) -> dic
     # the CUDA runtime, ptxas and cuDNN, which the probe compares with the image's labels
     wanted |= {normalize(n) for name in ("cuda_runtime_package", "ptxas_package", "cudnn_package")
                for n in package_set(name)}
-    wanted |= {normalize(n) for p in plugins.all() for n in p.conda_packages}
+    wanted |= {normalize(n) for p in plugins.all() for n in p.lock.conda_packages}
     wanted |= {normalize(f) for f in frameworks}
     # pip names of the frameworks: torch, cupy-cuda12x, jax-cuda12-plugin, tensorflow...
-    wanted |= {n for p in plugins.all() for n in p.pip_names}
-    prefixes = tuple(n for p in plugins.all() for n in p.pip_name_prefixes)
+    wanted |= {n for p in plugins.all() for n in p.lock.pip_names}
+    prefixes = tuple(n for p in plugins.all() for n in p.lock.name_prefixes())
     found = {}
     for item in locked_files(lock):
         key = normalize(item.name)

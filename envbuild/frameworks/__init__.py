@@ -6,45 +6,56 @@ it, how the lock tells its GPU build from its CPU build, how `envbuild matrix` s
 is in that module, as hooks of `envbuild.frameworks.base.Framework`. Generic code asks
 the plugin instead of testing the framework's name.
 
-A plugin is imported on first use, so naming the frameworks costs nothing.
+A plugin is found by being there: every module of this package that defines `PLUGIN` is
+one, so a new framework is its module (and its matrix file), nothing else.
 """
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import TYPE_CHECKING
+import pkgutil
 
-# Canonical names, in the order envbuild lists them; each is a module of this package.
-from envbuild.core.model import FRAMEWORKS as _NAMES
+from envbuild.frameworks.base import Framework
+from envbuild.core.versions import LocalLabel, read_local_label
 
-if TYPE_CHECKING:
-    from envbuild.frameworks.base import Framework
 
-_plugins: dict[str, Framework] = {}
-_aliases: dict[str, str] = {}
+@functools.lru_cache(maxsize=1)
+def _plugins() -> dict[str, Framework]:
+    """Canonical name -> plugin, in the order envbuild lists them (`Framework.order`)."""
+    found = []
+    for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):  # __main__: the schema writer, not a framework
+            continue
+        plugin = getattr(importlib.import_module(f"{__name__}.{module.name}"), "PLUGIN", None)
+        if plugin is not None:
+            found.append(plugin)
+    return {p.name: p for p in sorted(found, key=lambda p: (p.order, p.name))}
 
 
 def names() -> tuple[str, ...]:
-    return _NAMES
+    return tuple(_plugins())
 
 
 def get(name: str) -> Framework:
     """The plugin of canonical framework `name` (KeyError if envbuild does not know it)."""
-    found = _plugins.get(name)
-    if found is None:
-        if name not in _NAMES:
-            raise KeyError(name)
-        found = _plugins[name] = importlib.import_module(f"{__name__}.{name}").PLUGIN
-    return found
+    return _plugins()[name]
 
 
 def all() -> tuple[Framework, ...]:  # noqa: A001 - the registry's own vocabulary: frameworks.all()
-    return tuple(get(n) for n in _NAMES)
+    return tuple(_plugins().values())
 
 
+@functools.lru_cache(maxsize=1)
 def aliases() -> dict[str, str]:
     """Every name people write for a framework (lower case) -> its canonical name."""
-    if not _aliases:
-        for plugin in all():
-            for alias in (plugin.name, *plugin.aliases):
-                _aliases[alias] = plugin.name
-    return _aliases
+    return {alias: p.name for p in all() for alias in (p.name, *p.spelling.aliases)}
+
+
+def read_label(label: str) -> LocalLabel:
+    """What a pip local label says: a framework's own convention (jaxlib's `cuda11.cudnn86`),
+    else the common ones (`cu121`, `cpu`, `rocm5.6`; anything else is `unknown`)."""
+    for plugin in all():
+        found = plugin.spelling.read_label(label)
+        if found is not None:
+            return found
+    return read_local_label(label)

@@ -10,6 +10,7 @@ release NVIDIA published in that range.
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from packaging.version import Version
@@ -49,13 +50,10 @@ class Build:
     bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
     driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
     min_cc: ComputeCapability | None = None  # a framework-stated lowest GPU (RAPIDS)
-    windows_gpu: bool | None = None  # TensorFlow: a native Windows GPU build exists
-    pip_extra: str | None = None
     package: str = ""  # the distribution or conda spec that names the variant
     index_url: str | None = None
     channels: tuple[str, ...] = ()
-    companions: tuple[tuple[str, str], ...] = ()
-    pypi_default: bool = False
+    pypi_default: bool = False  # PyPI's untagged wheel of this version is this very build
     # the variant is the environment's CUDA itself (rows with a CUDA range: JAX, RAPIDS, CuPy)
     ranged: bool = False
     # the wheel files of what pip installs for it (resolver.artefacts.Wheels); None = not read
@@ -64,6 +62,9 @@ class Build:
     # platform the Pythons they say do not lock (resolver.lockable)
     lock_proof: tuple = ()
     unlockable: dict = field(default_factory=dict)
+    # what only its framework's plugin reads (the pip extra it installs with, PyTorch's
+    # companion packages, TensorFlow's Windows build): a frozen value the plugin defines
+    extras: Hashable = None
     v: Version = field(default=None)  # type: ignore[assignment]
     cuda_v: Version = field(default=None)  # type: ignore[assignment]
 

@@ -3,38 +3,99 @@ CuPy major series shipped under it and the CUDA range it runs with."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
+from envbuild.matrix.tables import Row
 from envbuild.core.versions import parse_version
+
+
+# --- its rows: matrices/cupy.yaml -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CupyPackage(Row):
+    """A CuPy package (wheel or conda) and the CUDA it is built for."""
+
+    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"; conda package: "cupy"
+    cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
+    cuda_min: str = ""  # toolkit range the package runs with
+    cuda_max: str = ""
+    python: str | None = None
+    latest: str | None = None  # newest release seen published under this name (bounds an open `cupy_versions`)
+    installer: str = "pip"  # pip (a cupy-cudaXXX wheel) | conda (one package, CUDA variant chosen by cuda-version)
+    channels: tuple[str, ...] = ()  # conda channels that publish it
+
+
+@dataclass(frozen=True)
+class CupyInstall(Install):
+    def needs_devel(self, cuda):
+        if parse_version(cuda) >= Version("12.2"):
+            return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
+        return None
+
+
+class CupyView(View):
+    def columns(self, rows, archs, marks):
+        return (["package", "cupy versions", "cuda", "python", ""],
+                [[r.package, r.cupy_versions, f"{r.cuda_min}-{r.cuda_max}", r.python or "?", marks(r).strip()]
+                 for r in rows])
+
+    def select_rows(self, rows, query, version):
+        """A wheel name, or one CuPy version."""
+        if query.lower().startswith("cupy"):
+            return [r for r in rows if r.package == query.lower()]
+        v = version(query, "CuPy version")
+        return [r for r in rows if SpecifierSet(r.cupy_versions).contains(v, prereleases=True)]
+
+
+class CupyRefresh(Refresh):
+    def projects(self, m):
+        return {r.package for r in PLUGIN.rows(m) if r.installer == "pip"}
+
+    def series(self, m, files):
+        plan: dict[str, set[str]] = {}
+        for r in PLUGIN.rows(m):
+            if r.installer != "pip" or r.package not in files:
+                continue
+            spec = SpecifierSet(r.cupy_versions or "")
+            plan[r.package] = {str(v) for v in w.released_versions(files[r.package]) if spec.contains(v)}
+        return plan
 
 
 class Cupy(Framework):
     name = "cupy"
-    cuda_in_name = (
-        (r"^cupy-cuda(\d+)x$", "major"),  # cupy-cuda11x, cupy-cuda12x
-        (r"^cupy-cuda(\d{2,3})$", "variant"),  # cupy-cuda102, cupy-cuda117
+    order = 5
+    spelling = Spelling(
+        cuda_in_name=(
+            (r"^cupy-cuda(\d+)x$", "major"),  # cupy-cuda11x, cupy-cuda12x
+            (r"^cupy-cuda(\d{2,3})$", "variant"),  # cupy-cuda102, cupy-cuda117
+        ),
+        cpu_only=("cupy-cpu",),
     )
-    cpu_only = ("cupy-cpu",)
-    table = "cupy"
+    row_type = CupyPackage
     versions_are_series = True  # builds are per major series ("13"), see candidates()
     # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
     # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
     # whose record shows the CUDA variant.
-    pip_name_prefixes = ("cupy-cuda",)  # cupy-cuda12x, cupy-cuda102
-    conda_packages = ("cupy", "cupy-core")
-    variant_records = ("cupy", "cupy-core")
+    install = CupyInstall()
+    lock = LockNames(
+        pip_name_prefixes=("cupy-cuda",),  # cupy-cuda12x, cupy-cuda102
+        conda_packages=("cupy", "cupy-core"), variant_records=("cupy", "cupy-core"),
+    )
+    view = CupyView()
+    refresh = CupyRefresh()
 
     def builds(self, m, minors):
         """CuPy rows name a wheel (or conda-forge's `cupy`) and the CuPy releases shipped under
         it (a specifier). The releases themselves are every major series any row admits."""
         out = []
-        versions = release_versions(m.cupy)
-        for r in m.cupy:
+        rows = self.rows(m)
+        versions = release_versions(rows)
+        for r in rows:
             if not (r.cuda_min and r.cuda_max):
                 continue
             for version in versions:
@@ -76,11 +137,6 @@ class Cupy(Framework):
             ])
         return found
 
-    def needs_devel(self, cuda):
-        if parse_version(cuda) >= Version("12.2"):
-            return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
-        return None
-
     def wheel_groups(self, table, b):
         spec = SpecifierSet(getattr(b.row, "cupy_versions", "") or "")
         if "." in b.version:  # a pinned release
@@ -90,30 +146,6 @@ class Cupy(Framework):
             major = int(b.version)
             admits = lambda v: v.release[0] == major and spec.contains(v)  # noqa: E731
         return [table.matching(b.package, admits)], False
-
-    def select_rows(self, rows, query, version):
-        """A wheel name, or one CuPy version."""
-        if query.lower().startswith("cupy"):
-            return [r for r in rows if r.package == query.lower()]
-        v = version(query, "CuPy version")
-        return [r for r in rows if SpecifierSet(r.cupy_versions).contains(v, prereleases=True)]
-
-    def index_projects(self, m):
-        return {r.package for r in m.cupy if r.installer == "pip"}
-
-    def index_series(self, m, files):
-        plan: dict[str, set[str]] = {}
-        for r in m.cupy:
-            if r.installer != "pip" or r.package not in files:
-                continue
-            spec = SpecifierSet(r.cupy_versions or "")
-            plan[r.package] = {str(v) for v in w.released_versions(files[r.package]) if spec.contains(v)}
-        return plan
-
-    def matrix_columns(self, rows, archs, marks):
-        return (["package", "cupy versions", "cuda", "python", ""],
-                [[r.package, r.cupy_versions, f"{r.cuda_min}-{r.cuda_max}", r.python or "?", marks(r).strip()]
-                 for r in rows])
 
 
 def _conda_variant(minor: str) -> str:

@@ -1,35 +1,71 @@
 """RAPIDS: one matrix row per (release, CUDA major), with the CUDA range it runs on."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from packaging.version import Version
 
-from envbuild.frameworks.base import Framework, Pins
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
-from envbuild.core.package_sets import package_set
+from envbuild.matrix.tables import Row
 from envbuild.core.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 
 
+# --- its rows: matrices/rapids.yaml --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RapidsRelease(Row):
+    """A RAPIDS release for one CUDA major: its CUDA range, Pythons, driver and lowest GPU."""
+
+    version: str = ""  # "24.02"
+    python: tuple[str, ...] = ()  # ("3.9", "3.10", "3.11")
+    cuda_major: int = 0  # one row per CUDA major the release supports
+    cuda_min: str = ""  # "12.0"
+    cuda_max: str = ""  # "12.2"
+    driver_min_linux: str | None = None
+    min_compute_capability: str | None = None  # "7.0"
+    pip_index_url: str | None = None  # where pip finds the -cuXX wheels; "" = the release has none
+
+
+class RapidsView(View):
+    def columns(self, rows, archs, marks):
+        return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
+                [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
+                  r.min_compute_capability or "?", marks(r).strip()] for r in rows])
+
+
+class RapidsRefresh(Refresh):
+    def projects(self, m):
+        return {f"{n}-cu{r.cuda_major}" for r in PLUGIN.rows(m) for n in _LIBRARIES}
+
+    def series(self, m, files):
+        plan: dict[str, set[str]] = {}
+        for r in PLUGIN.rows(m):
+            series = Version(r.version).release[:2]
+            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
+                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
+                plan.setdefault(name, set()).update(found)
+        return plan
+
+
 class Rapids(Framework):
     name = "rapids"
-    aliases = ("cudf", "cuml", "cugraph", "cuspatial")
-    cuda_in_name = ((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),)  # cudf-cu12
-    table = "rapids"
-    conda_first = True  # RAPIDS documents conda first
-    base_family = "rapids"
-    conda_packages = ("rapids",)
-
-    @property
-    def pip_name_prefixes(self):
-        # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
-        # rmm-cu12): the set of library names is data (matrices/packages.yaml).
-        return tuple(f"{name}-cu" for name in package_set("rapids_wheel"))
+    order = 4
+    spelling = Spelling(aliases=("cudf", "cuml", "cugraph", "cuspatial"),
+                        cuda_in_name=((r"^(?:cudf|cuml|cugraph|cuspatial)-cu(\d+)$", "major"),))  # cudf-cu12
+    row_type = RapidsRelease
+    install = Install(conda_first=True, base_family="rapids")  # RAPIDS documents conda first
+    # RAPIDS pip wheels carry the CUDA major in their names (cudf-cu12, libcudf-cu12,
+    # rmm-cu12): the set of library names is data (matrices/packages.yaml).
+    lock = LockNames(conda_packages=("rapids",), pip_name_set="rapids_wheel")
+    view = RapidsView()
+    refresh = RapidsRefresh()
 
     def builds(self, m, minors):
         out = []
-        for r in m.rapids:
+        for r in self.rows(m):
             if not (r.cuda_min and r.cuda_max):
                 continue
             pythons = frozenset(r.python) if r.python else None
@@ -60,23 +96,6 @@ class Rapids(Framework):
     def wheel_groups(self, table, b):
         series = Version(b.version).release[:2]
         return [table.matching(f"{n}-cu{b.cuda_major}", lambda v: v.release[:2] == series) for n in _LIBRARIES], False
-
-    def index_projects(self, m):
-        return {f"{n}-cu{r.cuda_major}" for r in m.rapids for n in _LIBRARIES}
-
-    def index_series(self, m, files):
-        plan: dict[str, set[str]] = {}
-        for r in m.rapids:
-            series = Version(r.version).release[:2]
-            for name in (f"{n}-cu{r.cuda_major}" for n in _LIBRARIES):
-                found = {str(v) for v in w.released_versions(files.get(name, {})) if v.release[:2] == series}
-                plan.setdefault(name, set()).update(found)
-        return plan
-
-    def matrix_columns(self, rows, archs, marks):
-        return (["version", "cuda major", "cuda", "python", "driver >=", "min CC", ""],
-                [[r.version, r.cuda_major, f"{r.cuda_min}-{r.cuda_max}", ",".join(r.python) or "?", r.driver_min_linux or "?",
-                  r.min_compute_capability or "?", marks(r).strip()] for r in rows])
 
 
 PLUGIN = Rapids()

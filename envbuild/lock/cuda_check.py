@@ -257,7 +257,7 @@ def lock_pip(m, request, cudnn: str | None, *, timeout: float, allow_unhashed: b
 
 def _ptxas_users(stack: ResolvedStack) -> list[str]:
     """The stack's frameworks that compile their kernels with the installed ptxas (XLA)."""
-    return [f.name for f in stack.frameworks if f.name in frameworks.names() and frameworks.get(f.name).jit_ptxas]
+    return [f.name for f in stack.frameworks if f.name in frameworks.names() and frameworks.get(f.name).lock.jit_ptxas]
 
 
 # --- judging it --------------------------------------------------------------------------

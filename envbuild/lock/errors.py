@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from envbuild import frameworks
 from envbuild.lock.gpu import dependency_name, framework_packages, is_gpu_build
 from envbuild.lock.request import SolveRequest, spec_name
 from envbuild.core.model import Conflict, Fix
@@ -29,10 +30,17 @@ def _framework_spec(request: SolveRequest) -> tuple[str, str] | None:
     return None
 
 
+def _cuda_selectors() -> tuple[str, ...]:
+    """The records whose version is the CUDA a solution selected, in the order to trust them:
+    the virtual-package pin, a framework's own selector (the plugins' `lock.cuda_selectors`),
+    then the toolkit packages."""
+    return ("cuda-version", *(n for p in frameworks.all() for n in p.lock.cuda_selectors), "cudatoolkit", "cuda-cudart")
+
+
 def _cuda_variant(packages) -> str | None:
     """major.minor of the CUDA a solution selected, from its variant packages."""
     by_name = {p.name.normalized: p for p in packages}
-    for name in ("cuda-version", "pytorch-cuda", "cudatoolkit", "cuda-cudart"):
+    for name in _cuda_selectors():
         if name in by_name:
             return _major_minor(str(by_name[name].version))
     return None

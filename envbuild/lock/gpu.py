@@ -17,12 +17,12 @@ def framework_packages(framework: str) -> tuple[str, ...]:
     """The conda package(s) that carry `framework`'s compiled code, in the order to look
     for them (its plugin's `conda_packages`; an unknown name stands for itself)."""
     if framework in frameworks.names():
-        return frameworks.get(framework).conda_packages
+        return frameworks.get(framework).lock.conda_packages
     return (framework,)
 
 
 def all_framework_packages() -> frozenset[str]:
-    return frozenset(n for p in frameworks.all() for n in p.conda_packages)
+    return frozenset(n for p in frameworks.all() for n in p.lock.conda_packages)
 
 
 # Dependencies through which channels tie a build to a CUDA variant (the toolkit packages
@@ -36,16 +36,28 @@ def _has_cpu_builds(framework: str) -> bool:
     """Does `framework` publish CPU builds under the same package name (PyTorch, TensorFlow,
     JAX)? Then its build string must name CUDA; CuPy and RAPIDS have no CPU builds, so
     their dependencies decide."""
-    return framework in frameworks.names() and frameworks.get(framework).has_cpu_builds
+    return framework in frameworks.names() and frameworks.get(framework).lock.has_cpu_builds
 
 
 @functools.lru_cache(maxsize=None)
 def variant_records() -> frozenset[str]:
     """Packages published as CPU and GPU builds under one name, and the packages that select
-    between them (pytorch-mutex, cpuonly): the plugins' `variant_records`. In a GPU
+    between them (the plugins' `lock.variant_records`). In a GPU
     environment each of these records must be a GPU build of a CUDA the target runs, not
     only the framework's own."""
-    return frozenset(n for p in frameworks.all() for n in p.variant_records)
+    return frozenset(n for p in frameworks.all() for n in p.lock.variant_records)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_selectors() -> frozenset[str]:
+    """Records whose presence selects a framework's CPU builds (the plugins' `lock.cpu_selectors`)."""
+    return frozenset(n for p in frameworks.all() for n in p.lock.cpu_selectors)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_dependencies() -> frozenset[tuple[str, ...]]:
+    """Dependencies (name, version, build) that mark a record as a CPU build."""
+    return frozenset(tuple(d.split()) for p in frameworks.all() for d in p.lock.cpu_dependencies)
 
 
 # CUDA in build strings: py3.11_cuda12.4_cudnn9.1.0_0 (pytorch channel), cuda120_py310h..._301
@@ -79,8 +91,10 @@ def variant_problem(name: str, build: str, depends: tuple[str, ...], target_cuda
     """Why a record does not belong in a GPU environment for `target_cuda`, else None."""
     if name not in variant_records():
         return None
-    if name == "cpuonly" or is_cpu_marked(build, depends):
-        return "is a CPU build" if name != "cpuonly" else "selects the CPU builds"
+    if name in cpu_selectors():
+        return "selects the CPU builds"
+    if is_cpu_marked(build, depends):
+        return "is a CPU build"
     built = build_cuda(build, depends)
     if built and target_cuda and not cuda_compatible(built, target_cuda):
         return f"is built for CUDA {built}, which the target's CUDA {target_cuda} does not run"
@@ -94,8 +108,8 @@ def dependency_name(depend: str) -> str:
 def is_cpu_marked(build: str, depends: tuple[str, ...]) -> bool:
     if "cpu" in build.lower():
         return True
-    # pytorch channel: CPU builds depend on `pytorch-mutex 1.0 cpu`
-    return any(d.split() == ["pytorch-mutex", "1.0", "cpu"] for d in depends)
+    # a channel's CPU marker package (the plugins' `lock.cpu_dependencies`)
+    return any(tuple(d.split()) in cpu_dependencies() for d in depends)
 
 
 def is_gpu_build(framework: str, build: str, depends: tuple[str, ...]) -> bool:

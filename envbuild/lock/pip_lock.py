@@ -32,6 +32,7 @@ from uv import find_uv_bin
 from envbuild.output import say
 from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.lock.folder import PIP_LOCKFILE
+from envbuild.lock.gpu import cuda_compatible
 from envbuild.lock.metadata import Stamp
 from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment, with_credentials
 from envbuild.lock.pip_tags import uv_platform
@@ -39,7 +40,7 @@ from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
 from envbuild.core.model import Conflict, Fix, Resolution, Spec
 from envbuild.infra.urls import mask, mask_text, strip_credentials
-from envbuild.core.versions import pypi_form
+from envbuild.core.versions import pypi_form, read_local_label
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."
@@ -381,9 +382,9 @@ def _wrong_variant(pin: PipPin, cuda: str | None) -> str | None:
         return None
     if local == "cpu" or local.startswith("cpu."):
         return "is a CPU build"
-    found = re.fullmatch(r"cu(\d+)(\d)", local)
-    if found and (found.group(1) != cuda.split(".")[0] or int(found.group(2)) > int(cuda.split(".")[1])):
-        return f"is built for CUDA {found.group(1)}.{found.group(2)}"
+    built = read_local_label(local).cuda if local.startswith("cu") else None
+    if built and not cuda_compatible(built, cuda):
+        return f"is built for CUDA {built}"
     return None
 
 

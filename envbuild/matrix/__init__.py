@@ -5,6 +5,11 @@ fields of one dataclass in `envbuild.matrix.tables`. Loading is generic: a row w
 an unknown key or without a `source` is an error in the data, reported with its file
 and row number.
 
+A file no table here claims is a framework's: `<framework>.yaml`, one list of rows
+whose type its plugin declares (`envbuild/frameworks/<framework>.py`). Those rows are
+kept as the file states them (`Matrices.framework_rows`) and typed by the plugin with
+`typed_rows`, so that adding a framework changes nothing here.
+
 The YAML is the source; commands read a compiled copy. `python -m envbuild.matrix`
 checks the YAML files and writes their tables, with the GPU name index, to
 `envbuild/data/matrices.json` (package data, committed; a test holds it equal to the
@@ -25,19 +30,12 @@ import yaml
 
 from envbuild.matrix import tables as t
 from envbuild.matrix.gpu_match import GpuIndex, build_index
-from envbuild.core.model import FRAMEWORKS, GPU_HOST_PLATFORMS
+from envbuild.core.model import GPU_HOST_PLATFORMS
 from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
 SCHEMA_VERSION = 1
-
-
-def _framework_tables() -> dict[str, tuple[str, str, type]]:
-    """Each framework's table: attribute and file named for the framework (model.FRAMEWORKS),
-    rows of the type in `tables` that names it."""
-    rows = {row.FRAMEWORK: row for row in vars(t).values() if isinstance(row, type) and getattr(row, "FRAMEWORK", None)}
-    return {name: (f"{name}.yaml", rows[name].ROWS_KEY, rows[name]) for name in FRAMEWORKS}
 
 
 # attribute name -> (file, table key in that file, row type)
@@ -47,7 +45,6 @@ TABLES: dict[str, tuple[str, str, type]] = {
     "driver_architectures": ("cuda_driver.yaml", "architectures", t.DriverArchitecture),
     "gpus": ("gpus.yaml", "gpus", t.Gpu),
     "cuda_arch": ("cuda_arch.yaml", "toolkits", t.CudaArchSupport),
-    **_framework_tables(),
     "base_images": ("base_images.yaml", "images", t.BaseImage),
     "base_families": ("base_images.yaml", "families", t.BaseFamily),
     "distribution_pythons": ("base_images.yaml", "distribution_python", t.DistributionPython),
@@ -84,12 +81,6 @@ class Matrices:
     driver_architectures: tuple[t.DriverArchitecture, ...] = ()
     gpus: tuple[t.Gpu, ...] = ()
     cuda_arch: tuple[t.CudaArchSupport, ...] = ()
-    # the frameworks' tables, one per name of model.FRAMEWORKS (typed fields: the plugins read `m.<table>`)
-    pytorch: tuple[t.TorchBuild, ...] = ()
-    tensorflow: tuple[t.TfBuild, ...] = ()
-    jax: tuple[t.JaxRelease, ...] = ()
-    rapids: tuple[t.RapidsRelease, ...] = ()
-    cupy: tuple[t.CupyPackage, ...] = ()
     base_images: tuple[t.BaseImage, ...] = ()
     base_families: tuple[t.BaseFamily, ...] = ()
     distribution_pythons: tuple[t.DistributionPython, ...] = ()
@@ -111,6 +102,10 @@ class Matrices:
     target_glibc: tuple[t.TargetGlibc, ...] = ()
     target_defaults: tuple[t.TargetDefaults, ...] = ()
     target_archspec: tuple[t.TargetArchspec, ...] = ()
+    # each framework's table (matrices/<framework>.yaml) as the file states it: framework ->
+    # (file, key, rows as field mappings); its plugin types the rows (`typed_rows`)
+    framework_rows: dict[str, tuple[str, str, tuple[dict[str, Any], ...]]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
     # Not from the files: the row of the one base image a spec names outside the catalog
     # (or with facts stated about it), added for that resolve (envbuild.resolver.named_base)
     named_base: t.BaseImage | None = None
@@ -124,10 +119,15 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _field_names(row_type: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(row_type))
+
+
 def _row(row_type: type, raw: Any, where: str):
     if not isinstance(raw, dict):
         raise MatrixError(f"{where}: a row must be a mapping")
-    names = {f.name for f in dataclasses.fields(row_type)}
+    names = _field_names(row_type)
     unknown = sorted(set(raw) - names - {"note", "notes"})
     if unknown:
         raise MatrixError(f"{where}: unknown field(s) {', '.join(unknown)} for {row_type.__name__}")
@@ -138,6 +138,31 @@ def _row(row_type: type, raw: Any, where: str):
         return row_type(**values)
     except TypeError as exc:
         raise MatrixError(f"{where}: {exc}") from None
+
+
+def _framework_table(filename: str, document: Any) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """(key, rows) of a framework's file: one list of rows, each with its source, its
+    notes left out and its lists frozen as the typed tables hold them."""
+    lists = [key for key, value in document.items() if isinstance(value, list)] if isinstance(document, dict) else []
+    if len(lists) != 1:
+        raise MatrixError(f"{filename}: a framework's file holds one list of rows (found {len(lists)})")
+    key = lists[0]
+    rows = []
+    for i, raw in enumerate(document[key]):
+        if not isinstance(raw, dict):
+            raise MatrixError(f"{filename}:{key}[{i}]: a row must be a mapping")
+        if not raw.get("source") and not raw.get("reason"):
+            raise MatrixError(f"{filename}:{key}[{i}]: every row needs a source (or, for envbuild's own decision, "
+                              f"a reason)")
+        rows.append({k: _freeze(v) for k, v in raw.items() if k not in ("note", "notes")})
+    return key, tuple(rows)
+
+
+def typed_rows(m: Matrices, framework: str, row_type: type) -> tuple:
+    """Framework `framework`'s rows as `row_type` (its plugin's row type); a field the
+    type lacks is an error in the data, with its file and row number."""
+    filename, key, rows = m.framework_rows.get(framework, (f"{framework}.yaml", "", ()))
+    return tuple(_row(row_type, raw, f"{filename}:{key}[{i}]") for i, raw in enumerate(rows))
 
 
 def _read_files(directory: Path) -> tuple[str, dict[str, bytes]]:
@@ -165,7 +190,11 @@ def _parse(version: str, files: dict[str, bytes]) -> Matrices:
     _check_every_os_has_glibc(tables)
     _check_gpu_host_platforms(tables["gpus"])
     _check_image_layers(tables["image_layers"])
-    return Matrices(version=version, **tables, gpu_index=build_index(version, tables["gpus"]))
+    shared = {filename for filename, _, _ in TABLES.values()}
+    framework_rows = {name.removesuffix(".yaml"): (name, *_framework_table(name, document))
+                      for name, document in documents.items() if name not in shared}
+    return Matrices(version=version, **tables, framework_rows=framework_rows,
+                    gpu_index=build_index(version, tables["gpus"]))
 
 
 def _check_every_os_has_glibc(tables: dict[str, tuple]) -> None:
@@ -250,6 +279,13 @@ def to_json(m: Matrices) -> str:
         lines.extend(rows[-1:])
         lines.append("],")
     lines[-1] = "]"
+    lines += ["},", '"frameworks": {']
+    for name, (filename, key, rows) in m.framework_rows.items():
+        lines.append(f'{json.dumps(name)}: {{"file": {json.dumps(filename)}, "key": {json.dumps(key)}, "rows": [')
+        lines.extend(f"{_json_line(row)}," for row in rows[:-1])
+        lines.extend(_json_line(row) for row in rows[-1:])
+        lines.append("]},")
+    lines[-1] = lines[-1].rstrip(",")
     index = dataclasses.asdict(m.gpu_index)
     lines += ["},", '"gpu_index": {']
     lines.extend(f"{json.dumps(key)}: {_json_line(value)}," for key, value in index.items())
@@ -276,10 +312,13 @@ def from_json(data: dict) -> Matrices:
     tables = {attr: tuple(row_type(**{k: _tuples(v) if type(v) is list else v for k, v in row.items()})
                           for row in data["tables"][attr])
               for attr, (_, _, row_type) in TABLES.items()}
+    framework_rows = {name: (table["file"], table["key"],
+                             tuple({k: _tuples(v) if type(v) is list else v for k, v in row.items()} for row in table["rows"]))
+                      for name, table in data["frameworks"].items()}
     index = data["gpu_index"]
     gpu_index = GpuIndex(**{k: {key: _tuples(rows) if type(rows) is list else rows for key, rows in v.items()}
                             if isinstance(v, dict) else v for k, v in index.items()})
-    return Matrices(version=data["version"], **tables, gpu_index=gpu_index)
+    return Matrices(version=data["version"], **tables, framework_rows=framework_rows, gpu_index=gpu_index)
 
 
 def _tuples(value: list) -> tuple:

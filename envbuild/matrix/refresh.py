@@ -1,7 +1,7 @@
 """Rebuild `matrices/wheels.yaml` from the package index and say what changed.
 
 Which releases are read comes from the other matrices (only releases they know, so the
-file stays small), through each framework plugin's `index_*` hooks
+file stays small), through each framework plugin's `refresh` hooks
 (`envbuild/frameworks/base.py`): the projects and releases its rows name, what a release's
 core metadata adds to its row (a default wheel's CUDA, the artefacts an extra pins, which
 are recorded too), and where its rows disagree with what was read. The plugins are handed
@@ -67,10 +67,10 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
     their own fields from the releases' metadata."""
     known = pythons(m)
     today = today or datetime.date.today().isoformat()
-    owner = {project: plugin for plugin in plugins for project in plugin.index_releases(m)}
+    owner = {project: plugin for plugin in plugins for project in plugin.refresh.releases(m)}
     plan = _plan(m, plugins)
     names = sorted(set(plan) | _projects(m, plugins) | {TOOLKIT})
-    sdist_only = {p for plugin in plugins for p in plugin.index_sdist_projects}
+    sdist_only = {p for plugin in plugins for p in plugin.refresh.sdist_projects}
     metadata = _Metadata(index)
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(names, pool.map(index.files, names)))
@@ -86,7 +86,7 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
             plugin = owner.get(project)
             if plugin is None:
                 return None
-            return plugin.index_fields(m, project, version, grouped[project].get(Version(version), ()), metadata, grouped)
+            return plugin.refresh.fields(m, project, version, grouped[project].get(Version(version), ()), metadata, grouped)
 
         read_fields = dict(zip(releases, pool.map(fields_of, releases)))
     result = Result(rows=[], projects=len(names), metadata_files=metadata.read)
@@ -121,7 +121,7 @@ def read(m: Matrices, index, plugins, today: str | None = None, *, workers: int 
             if made is not None:
                 result.rows.append(made)
     for plugin in plugins:
-        result.findings += plugin.index_findings(m, result.rows, index.public_url)
+        result.findings += plugin.refresh.findings(m, result.rows, index.public_url)
     result.notes += _new_releases(m, grouped, plugins)
     return result
 
@@ -132,7 +132,7 @@ def _plan(m: Matrices, plugins) -> dict[str, set[str]]:
     framework's plugin; CuPy and RAPIDS rows name series, read by _series_plan."""
     plan: dict[str, set[str]] = {}
     for plugin in plugins:
-        plan.update(plugin.index_releases(m))
+        plan.update(plugin.refresh.releases(m))
     return plan
 
 
@@ -140,12 +140,12 @@ def _series_plan(m: Matrices, files: dict[str, dict], plugins) -> dict[str, set[
     """package -> releases the index lists of the series that CuPy and RAPIDS rows name."""
     plan: dict[str, set[str]] = {}
     for plugin in plugins:
-        plan.update(plugin.index_series(m, files))
+        plan.update(plugin.refresh.series(m, files))
     return plan
 
 
 def _projects(m: Matrices, plugins) -> set[str]:
-    return {n for plugin in plugins for n in plugin.index_projects(m)}
+    return {n for plugin in plugins for n in plugin.refresh.projects(m)}
 
 
 def _toolkit_plan(files: dict) -> set[str]:
@@ -176,7 +176,7 @@ def _toolkit_fields(version: str, meta: str | None) -> w.IndexFields:
 # --- comparisons ---------------------------------------------------------------------------------
 def _new_releases(m: Matrices, grouped: dict[str, dict], plugins) -> list[str]:
     out = []
-    known = {name: versions for plugin in plugins for name, versions in plugin.index_newest(m).items()}
+    known = {name: versions for plugin in plugins for name, versions in plugin.refresh.newest(m).items()}
     for name, versions in known.items():
         newest = max((Version(v) for v in versions), default=None)
         later = [str(v) for v in w.released_versions(grouped.get(name, {})) if newest is not None and v > newest]

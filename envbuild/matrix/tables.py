@@ -10,17 +10,11 @@ as strings in the form the source uses; use `packaging.version.Version` /
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class Row:
     """A row of a matrix table; every row carries its source."""
-
-    # A framework's table (matrices/<FRAMEWORK>.yaml, the list under ROWS_KEY) names the
-    # framework here; the loader derives its entry from envbuild.core.model.FRAMEWORKS
-    FRAMEWORK: ClassVar[str | None] = None
-    ROWS_KEY: ClassVar[str] = ""
 
     source: str = ""
     inferred: bool = False
@@ -98,106 +92,6 @@ class CudaArchSupport(Row):
     cuda_min: str = ""  # first toolkit version of the range, "11.1"
     cuda_max: str = ""  # last toolkit version of the range, "11.3"
     sms: tuple[str, ...] = ()  # ("35", "37", ..., "86")
-
-
-# --- matrices/pytorch.yaml ------------------------------------------------------------------
-@dataclass(frozen=True)
-class TorchBuild(Row):
-    """One published GPU build of PyTorch: a version for one CUDA variant on one installer."""
-
-    FRAMEWORK = "pytorch"
-    ROWS_KEY = "builds"
-
-    version: str = ""  # "1.6.0"
-    installer: str = ""  # "pip" | "conda"
-    cuda: str = ""  # CUDA variant, major.minor: "10.2"
-    package: str = ""  # how the variant is named: "+cu102" (pip), "cudatoolkit=10.2" / "pytorch-cuda=11.8" (conda)
-    python: str | None = None  # PEP 440 specifier of supported Pythons, ">=3.6,<3.9"; None = not read
-    index_url: str | None = None  # pip: "https://download.pytorch.org/whl/cu102"
-    channels: tuple[str, ...] = ()  # conda: ("pytorch",) / ("pytorch", "nvidia")
-    archs: tuple[str, ...] | None = None  # ("sm_37", ..., "compute_75"); None = not read
-    cudnn: str | None = None
-    platforms: tuple[str, ...] = ("linux-64",)
-    companions: tuple[tuple[str, str], ...] = ()  # (("torchvision", "0.7.0"), ("torchaudio", "0.6.0"))
-    # pip only: a plain `pip install torch==VERSION` from PyPI (no local tag, no index URL)
-    # gets this very build. Rows whose `package` is "" exist only as that untagged wheel.
-    pypi_default: bool = False
-
-
-# --- matrices/tensorflow.yaml ---------------------------------------------------------------
-@dataclass(frozen=True)
-class TfBuild(Row):
-    """A tested TensorFlow build: Python, CUDA and cuDNN per release."""
-
-    FRAMEWORK = "tensorflow"
-    ROWS_KEY = "builds"
-
-    version: str = ""  # "2.15.0"
-    python: str | None = None  # ">=3.9,<3.12"
-    cuda: str = ""  # "12.2"
-    cudnn: str | None = None  # "8.9"
-    pip_extra: str | None = None  # "and-cuda" from 2.14 on (pip installs CUDA libraries)
-    windows_gpu: bool = False  # native Windows GPU build exists (only < 2.11)
-    # the Linux wheel's TF_CUDA_COMPUTE_CAPABILITIES as its build_info.py prints them:
-    # ("sm_50", ..., "compute_80"). In TensorFlow's notation `sm_XY` is SASS only and
-    # `compute_XY` is SASS *and* PTX of XY (unlike TorchBuild.archs). None = not read
-    archs: tuple[str, ...] | None = None
-
-
-# --- matrices/jax.yaml ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class JaxRelease(Row):
-    """A jax/jaxlib release and the CUDA and cuDNN its GPU plugins need."""
-
-    FRAMEWORK = "jax"
-    ROWS_KEY = "releases"
-
-    version: str = ""  # "0.4.31"
-    python: str | None = None  # ">=3.10"
-    cuda_majors: tuple[int, ...] = ()  # CUDA plugin majors published for it: (12,) / (12, 13)
-    pip_extras: tuple[str, ...] = ()  # ("cuda12",) / ("cuda12_pip", "cuda11_pip")
-    cudnn_min: str | None = None  # "9.1"
-    driver_min_linux: str | None = None  # per the installation docs of that era
-    # per CUDA major, the oldest CUDA minor whose libraries the GPU build accepts (it was
-    # built against that minor or states it as the floor): ((11, "11.8"), (12, "12.2")).
-    # A major missing here = not read.
-    cuda_min: tuple[tuple[int, str], ...] = ()
-
-
-# --- matrices/rapids.yaml --------------------------------------------------------------------
-@dataclass(frozen=True)
-class RapidsRelease(Row):
-    """A RAPIDS release for one CUDA major: its CUDA range, Pythons, driver and lowest GPU."""
-
-    FRAMEWORK = "rapids"
-    ROWS_KEY = "releases"
-
-    version: str = ""  # "24.02"
-    python: tuple[str, ...] = ()  # ("3.9", "3.10", "3.11")
-    cuda_major: int = 0  # one row per CUDA major the release supports
-    cuda_min: str = ""  # "12.0"
-    cuda_max: str = ""  # "12.2"
-    driver_min_linux: str | None = None
-    min_compute_capability: str | None = None  # "7.0"
-    pip_index_url: str | None = None  # where pip finds the -cuXX wheels; "" = the release has none
-
-
-# --- matrices/cupy.yaml -------------------------------------------------------------------
-@dataclass(frozen=True)
-class CupyPackage(Row):
-    """A CuPy package (wheel or conda) and the CUDA it is built for."""
-
-    FRAMEWORK = "cupy"
-    ROWS_KEY = "packages"
-
-    package: str = ""  # wheel name: "cupy-cuda12x", "cupy-cuda102"; conda package: "cupy"
-    cupy_versions: str = ""  # PEP 440 specifier of CuPy releases shipped under that name, ">=12,<14"
-    cuda_min: str = ""  # toolkit range the package runs with
-    cuda_max: str = ""
-    python: str | None = None
-    latest: str | None = None  # newest release seen published under this name (bounds an open `cupy_versions`)
-    installer: str = "pip"  # pip (a cupy-cudaXXX wheel) | conda (one package, CUDA variant chosen by cuda-version)
-    channels: tuple[str, ...] = ()  # conda channels that publish it
 
 
 # --- matrices/family_rules.yaml -----------------------------------------------------------

@@ -78,7 +78,7 @@ class WheelTable:
     def for_build(self, b) -> Wheels | None:
         if b.installer != "pip" or not self.by_name:
             return None
-        key = (b.framework, b.version, b.package, b.pip_extra, b.cuda_major, b.pypi_default,
+        key = (b.framework, b.version, b.package, b.extras, b.cuda_major, b.pypi_default,
                getattr(b.row, "cupy_versions", None))
         if key not in self._memo:
             self._memo[key] = self._make(b)

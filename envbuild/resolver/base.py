@@ -53,7 +53,7 @@ def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | No
         if _pkg_name(pkg) in package_frozenset("needs_compiler"):
             return f"{_pkg_name(pkg)} compiles CUDA code, so the image needs nvcc (devel)"
     for b in builds if cuda else ():
-        why = frameworks.get(b.framework).needs_devel(cuda)
+        why = frameworks.get(b.framework).install.needs_devel(cuda)
         if why:
             return why
     return None
@@ -62,7 +62,7 @@ def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | No
 def _carries(family: str, b: Build) -> bool:
     """Is `family` (a framework's own base family, or AWS's dlc) built around `b`'s framework?"""
     plugin = frameworks.get(b.framework)
-    return plugin.in_dlc if family == "dlc" else plugin.base_family == family
+    return plugin.install.in_dlc if family == "dlc" else plugin.install.base_family == family
 
 
 def _same_cuda(img_cuda: Version, cuda: str) -> bool:
@@ -94,7 +94,7 @@ def family_filter(req: Request, ix: Index):
     """For a framework base family, a per-build check that the family has an image
     carrying exactly that build (so completion picks one that exists)."""
     family = req.spec.base
-    if req.spec.base_image or family not in {p.base_family for p in frameworks.all() if p.base_family} | {"dlc"}:
+    if req.spec.base_image or family not in {p.install.base_family for p in frameworks.all() if p.install.base_family} | {"dlc"}:
         return None
 
     def check(b: Build) -> list[Problem]:

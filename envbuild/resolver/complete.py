@@ -372,7 +372,7 @@ def _first_with_python(pool: list[Build], pythons: tuple[str, ...], platform: st
 
 def _installer_order(outcomes: list[Outcome]) -> list[str]:
     # RAPIDS documents conda first; every other framework's primary channel today is pip.
-    return ["conda", "pip"] if any(frameworks.get(o.name).conda_first for o in outcomes) else ["pip", "conda"]
+    return ["conda", "pip"] if any(frameworks.get(o.name).install.conda_first for o in outcomes) else ["pip", "conda"]
 
 
 def _key(b: Build, installer: str):

@@ -6,12 +6,13 @@ import functools
 from dataclasses import dataclass
 
 from envbuild.infra.errors import UserError
+from envbuild.frameworks import read_label
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import gpu_key, gpu_names
 from envbuild.core.model import ResolvedGpu, Spec
 from envbuild.resolver.context import Index
 from envbuild.core.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
-from envbuild.core.versions import Constraint, parse_constraint, parse_version, read_local_label
+from envbuild.core.versions import Constraint, parse_constraint, parse_version
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def read_request(spec: Spec, ix: Index) -> Request:
             raise UserError(f"{f.name}: {exc}", where=spec.source, hint='write e.g. "2.1.*" or ">=2.1,<2.3"') from None
         local = None
         if constraint.local is not None:
-            label = read_local_label(constraint.local)
+            label = read_label(constraint.local)
             if label.kind in ("cpu", "rocm"):
                 raise UserError(f"{f.name}: +{constraint.local} is not a CUDA build", where=spec.source,
                                 hint="use a +cuXYZ variant (e.g. +cu121) or leave the label off")

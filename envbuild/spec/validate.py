@@ -20,13 +20,13 @@ from envbuild import frameworks
 from envbuild.core import fields
 from envbuild.infra.errors import UserError, UserErrors, clip, shown
 from envbuild.core.memory_size import parse_gib
-from envbuild.core.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, FRAMEWORKS, INSTALLERS, PLATFORMS,
+from envbuild.core.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
 from envbuild.core.package_sets import package_frozenset
 from envbuild.spec.parse import RawSpec
 from envbuild.infra.urls import mask
 from envbuild.core.values import ComputeCapability, major_minor
-from envbuild.core.versions import cuda_from_local, parse_constraint, parse_version, read_local_label
+from envbuild.core.versions import cuda_from_local, parse_constraint, parse_version
 
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
 TOP_KEYS = (
@@ -52,9 +52,9 @@ FRAMEWORK_ALIASES = frameworks.aliases()
 # Package names that also pin CUDA: (pattern, canonical framework, the digits name a
 # major ("12" = any 12.x) or a major+minor variant ("102" = 10.2)).
 _CUDA_IN_NAME = tuple((pattern, p.name, digits_are)
-                      for p in frameworks.all() for pattern, digits_are in p.cuda_in_name)
+                      for p in frameworks.all() for pattern, digits_are in p.spelling.cuda_in_name)
 # CPU-only package names: asking for them in a GPU spec is a mistake, not a request.
-_CPU_ONLY = {cpu: p.name for p in frameworks.all() for cpu in p.cpu_only}
+_CPU_ONLY = {cpu: p.name for p in frameworks.all() for cpu in p.spelling.cpu_only}
 
 _DRIVER = r"[0-9]{2,4}\.[0-9]{1,3}(\.[0-9]{1,3})?"
 # what nvidia-smi, cloud consoles and issue threads print: "Tesla K40m", "NVIDIA A100-SXM4-80GB",
@@ -422,7 +422,7 @@ class _Validator:
             lowered = str(written).lower()
             if lowered in _CPU_ONLY:
                 raise self.fail(path, f"{written} is a CPU-only build", f"ask for {_CPU_ONLY[lowered]}", key=True)
-            hint = did_you_mean(written, list(FRAMEWORK_ALIASES)) or f"envbuild knows {', '.join(FRAMEWORKS)}"
+            hint = did_you_mean(written, list(FRAMEWORK_ALIASES)) or f"envbuild knows {', '.join(frameworks.names())}"
             raise self.fail(path, f"unknown framework {written!r}", hint, key=True)
         name, cuda_from_name = known
         if constraint is not None:
@@ -437,7 +437,7 @@ class _Validator:
             if parsed.any:
                 constraint = None
             elif parsed.local is not None:
-                label = read_local_label(parsed.local)
+                label = frameworks.read_label(parsed.local)
                 if label.kind in ("cpu", "rocm"):
                     raise self.fail(
                         path, f"{written} {constraint}: +{parsed.local} is not a CUDA build",
@@ -591,7 +591,7 @@ class _Validator:
         known = canonical_framework(name)
         if known is None or not version or not re.fullmatch(r"[0-9]+(\.[0-9]+)*", version.lstrip("=")):
             raise self.fail(path, f"malformed framework {value!r}", f"write NAME==VERSION, e.g. pytorch==2.8.0 "
-                            f"(frameworks: {', '.join(FRAMEWORKS)})")
+                            f"(frameworks: {', '.join(frameworks.names())})")
         return f"{known[0]}=={version.lstrip('=')}"
 
     def image_ref(self, path: tuple, text: str, *, tag: bool) -> str:

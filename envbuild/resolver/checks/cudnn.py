@@ -2,13 +2,14 @@
 needs at least), and against the one a jaxlib label (`+cuda11.cudnn86`) names."""
 from __future__ import annotations
 
+from envbuild import frameworks
 from envbuild.frameworks.build import Build
 from envbuild.core.model import Fact
 from envbuild.resolver.context import fact
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.request import Request
 from envbuild.core.values import ConflictKind
-from envbuild.core.versions import parse_version, read_local_label
+from envbuild.core.versions import parse_version
 
 
 def cudnn(b: Build, req: Request) -> list[Problem]:
@@ -43,7 +44,7 @@ def label_cudnn(framework: str, req: Request, pin) -> list[Problem]:
     cuDNN must be that major with a minor at least as new."""
     if pin is None or req.cudnn is None or not pin.text.startswith("+"):
         return []
-    built = read_local_label(pin.text[1:]).cudnn
+    built = frameworks.read_label(pin.text[1:]).cudnn
     if built is None:
         return []
     b = parse_version(built).release
