@@ -31,11 +31,12 @@ from packaging.version import Version
 from envbuild import frameworks
 from envbuild.core import specifiers
 from envbuild.core.cuda_packages import Component, components
+from envbuild.core.model import Conflict, Fact, Fix, ResolvedStack
+from envbuild.core.package_sets import package_set
+from envbuild.core.values import ConflictKind
 from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock import pip_lock
 from envbuild.matrix.lookup import max_cuda_for_driver
-from envbuild.core.model import Conflict, Fact, Fix, ResolvedStack
-from envbuild.core.package_sets import package_set
 
 # what XLA does with a ptxas newer than the driver: its own warning, as users report it
 PTXAS_SOURCE = ("XLA's warning in xla/service/gpu/nvptx_compiler.cc, e.g. jax-ml/jax#19821 (jaxlib 0.4.24, "
@@ -79,7 +80,7 @@ class CudaReport:
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
-        return tuple(Conflict(c.kind or "library_abi", c.message, c.facts, c.fixes)
+        return tuple(Conflict(c.kind or ConflictKind.LIBRARY_ABI, c.message, c.facts, c.fixes)
                      for c in self.checks if c.status == "conflict")
 
     @property
@@ -299,13 +300,13 @@ def _runtime(m, stack: ResolvedStack, platform: str, c: Component) -> Check:
         return Check("runtime", "conflict",
                      f"the lock installs {said}, which driver {stack.driver} cannot run (it runs CUDA up to "
                      f"{have.cuda or 'none in the matrix'}); the driver or the CUDA version must move",
-                     "driver_too_old", (Fix(f"upgrade the target driver to >= {need}", {"driver": need}),) if need else (),
+                     ConflictKind.DRIVER_TOO_OLD, (Fix(f"upgrade the target driver to >= {need}", {"driver": need}),) if need else (),
                      (fact,))
     if have.native_cuda and _key(c.minor) > _key(have.native_cuda):
         return Check("runtime", "warning",
                      f"the lock installs {said}, newer than the CUDA {have.native_cuda} driver {stack.driver} reports: "
                      f"it runs through minor-version compatibility (no PTX JIT of code newer than {have.native_cuda})",
-                     "minor_version_compat", facts=(fact,))
+                     ConflictKind.MINOR_VERSION_COMPAT, facts=(fact,))
     return Check("runtime", "ok", f"{said}: driver {stack.driver} runs it")
 
 
@@ -335,7 +336,7 @@ def _ptxas(m, stack: ResolvedStack, platform: str, c: Component) -> Check:
         return Check("ptxas", "conflict",
                      f"{f.name} {f.version} compiles its kernels with {said} and needs the driver released with that "
                      f"CUDA (no minor-version compatibility); driver {stack.driver} reports CUDA {native}, so the "
-                     f"driver or the CUDA version must move", "driver_too_old", fixes,
+                     f"driver or the CUDA version must move", ConflictKind.DRIVER_TOO_OLD, fixes,
                      (fact, Fact(f"{f.name} {rule.releases}: native_driver", rule.source)))
     users = _ptxas_users(stack)
     who = f"XLA ({', '.join(users)}) then compiles serially" if users else \
@@ -354,5 +355,5 @@ def _cudnn(stack: ResolvedStack, c: Component, released: tuple[Released, ...]) -
         why = next((f", because {r.why}" for r in released if r.package == c.package), "")
         return Check("cudnn", "conflict",
                      f"the lock installs {said}{why}, but the stack's frameworks are built for cuDNN {wanted}; "
-                     f"cuDNN or the framework version must move", "cudnn_mismatch")
+                     f"cuDNN or the framework version must move", ConflictKind.CUDNN_MISMATCH)
     return Check("cudnn", "ok", f"{said}: the resolved cuDNN {wanted} major")

@@ -8,10 +8,11 @@ import dataclasses
 import re
 
 from envbuild import frameworks
-from envbuild.lock.gpu import dependency_name, framework_packages, is_gpu_build
-from envbuild.lock.request import SolveRequest, spec_name
 from envbuild.core.model import Conflict, Fix
 from envbuild.core.package_sets import package_frozenset
+from envbuild.core.values import ConflictKind
+from envbuild.lock.gpu import dependency_name, framework_packages, is_gpu_build
+from envbuild.lock.request import SolveRequest, spec_name
 
 UNLIMITED_CUDA = "999"  # a driver that runs every CUDA: isolates the driver's limit
 
@@ -87,7 +88,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
                 fixes.append(Fix(f"use CUDA {_cuda_variant(older)}, which the target driver runs",
                                  {"cuda": _cuda_variant(older)}))
             return Conflict(
-                kind="driver_too_old",
+                kind=ConflictKind.DRIVER_TOO_OLD,
                 message=f"the target driver supports CUDA up to {target_cuda} (__cuda={target_cuda}) but on {platform} "
                         f"{', '.join(needs) or 'the solution needs a newer __cuda'}; the driver or the CUDA version must move",
                 fixes=tuple(fixes),
@@ -108,13 +109,13 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
                 # the gap is further down (e.g. libcusparse -> cuda-version): name it, not the framework
                 who, version, needs = gap
                 return Conflict(
-                    kind="library_abi",
+                    kind=ConflictKind.LIBRARY_ABI,
                     message=f"{who} {version} needs {needs}, for which the channels hold no candidates on {platform} "
                             f"next to the requested {asked}; the CUDA version or the channels must move",
                     fixes=fixes,
                 )
             return Conflict(
-                kind="framework_cuda_mismatch",
+                kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 message=f"{fspec} has GPU builds on {platform} only for {variants or 'other CUDA variants'}, "
                         f"not for the requested {asked}; the CUDA version or the {framework} version must move",
                 fixes=fixes,
@@ -128,7 +129,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
             chosen = next((_major_minor(str(p.version)) for p in solution if p.name.normalized == "python"), None)
             what = found[1] if found else "the requested packages"
             return Conflict(
-                kind="python_unsupported",
+                kind=ConflictKind.PYTHON_UNSUPPORTED,
                 message=f"{what} has no build on {platform} for {python_specs[0]} in the channels; "
                         f"the Python version must move" + (f" (it solves with Python {chosen})" if chosen else ""),
                 fixes=(Fix(f"use Python {chosen}", {"python": chosen}),) if chosen else (),
@@ -142,7 +143,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
         if not gpu:
             cpu_only = f"only CPU builds of {spec_name(fspec)}" if version_records else f"no {spec_name(fspec)} build matching {fspec}"
             return Conflict(
-                kind="framework_cuda_mismatch",
+                kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 message=f"the channels hold {cpu_only} for {platform}; envbuild does not fall back to a CPU build, "
                         f"so the channels, the platform or the {framework} version must move",
                 fixes=(Fix("add a channel that publishes CUDA builds for this platform (e.g. conda-forge)"),),
@@ -151,7 +152,7 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
     # 5. The target's C library.
     if "__glibc" in virtual and "__glibc" in solver_text:
         return Conflict(
-            kind="platform_unsupported",
+            kind=ConflictKind.PLATFORM_UNSUPPORTED,
             message=f"a package needs a newer glibc than the target's {virtual['__glibc'].version} on {platform}; "
                     f"the base image OS or the package version must move",
         )
@@ -160,13 +161,13 @@ async def diagnose(solver, request: SolveRequest, solver_text: str) -> Conflict:
     if gap:
         who, version, needs = gap
         return Conflict(
-            kind="library_abi",
+            kind=ConflictKind.LIBRARY_ABI,
             message=f"{who} {version} needs {needs}, for which the channels hold no candidates on {platform} "
                     f"with the requested pins (run with --verbose for the solver's explanation)",
         )
     first = next((line.strip() for line in solver_text.splitlines() if line.strip()), "the solver found no solution")
     return Conflict(
-        kind="library_abi",
+        kind=ConflictKind.LIBRARY_ABI,
         message=f"the packages' own requirements conflict on {platform}: {first} (run with --verbose for the solver's explanation)",
     )
 

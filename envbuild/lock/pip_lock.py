@@ -29,8 +29,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from uv import find_uv_bin
 
-from envbuild.output import say
+from envbuild.core.model import Conflict, Fix, Resolution, Spec
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import pypi_form, read_local_label
 from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.infra.urls import mask, mask_text, strip_credentials
 from envbuild.lock.folder import PIP_LOCKFILE
 from envbuild.lock.gpu import cuda_compatible
 from envbuild.lock.metadata import Stamp
@@ -38,9 +41,7 @@ from envbuild.lock.pip_config import PipSettings, uv_arguments, uv_environment, 
 from envbuild.lock.pip_tags import uv_platform
 from envbuild.lock.solve import SolveFailed
 from envbuild.lock.virtual import glibc_for
-from envbuild.core.model import Conflict, Fix, Resolution, Spec
-from envbuild.infra.urls import mask, mask_text, strip_credentials
-from envbuild.core.versions import pypi_form, read_local_label
+from envbuild.output import say
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 STAMP_PREFIX = "# envbuild."
@@ -269,7 +270,7 @@ def resolve_uv(request: PipRequest, timeout: float, *, explain: bool = True) -> 
             if explain:  # the cause, when it is an index that cannot be read, said as such
                 check_indexes(request, timeout)
             if "No solution found" in done.stderr:
-                conflict = diagnose(request, done.stderr, timeout) if explain else Conflict("library_abi", "")
+                conflict = diagnose(request, done.stderr, timeout) if explain else Conflict(ConflictKind.LIBRARY_ABI, "")
                 raise PipLockFailed(conflict, mask_text(done.stderr.strip()))
             raise EnvironmentProblem(
                 f"uv could not resolve the pip requirements: {_uv_cause(done.stderr)}",
@@ -360,7 +361,7 @@ def diagnose(request: PipRequest, stderr: str, timeout: float) -> Conflict:
     for python in PROBE_PYTHONS:
         if python != request.python and _locks(replace(request, python=python), timeout):
             return Conflict(
-                kind="python_unsupported",
+                kind=ConflictKind.PYTHON_UNSUPPORTED,
                 message=f"no usable wheel of {package} for CPython {request.python} on {request.platform} in {where} "
                         f"(it locks with CPython {python}): {reason}",
                 fixes=(Fix(f"use Python {python}", {"python": python}),),
@@ -368,7 +369,7 @@ def diagnose(request: PipRequest, stderr: str, timeout: float) -> Conflict:
     names = {_requirement(t, "requirements").name.lower() for t in request.frameworks}
     is_framework = package.split("[")[0].lower() in names
     return Conflict(
-        kind="framework_cuda_mismatch" if is_framework else "library_abi",
+        kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH if is_framework else ConflictKind.LIBRARY_ABI,
         message=f"no usable wheel of {package} for CPython {request.python} on {request.platform} in {where}: {reason}",
     )
 
@@ -396,7 +397,7 @@ def checked_lock(request: PipRequest, pins: tuple[PipPin, ...], *, allow_unhashe
     if wrong:
         pin, why = wrong[0]
         raise PipLockFailed(Conflict(
-            kind="framework_cuda_mismatch",
+            kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
             message=f"the pip lock for {request.platform} resolved {pin.name}=={pin.version}, which {why}, but the "
                     f"resolved CUDA is {request.cuda}; envbuild refuses to lock it",
             fixes=(Fix(f"pin {pin.name} to its +cu{request.cuda.replace('.', '')} build in packages.pip"),),

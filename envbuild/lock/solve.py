@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envbuild.core.model import Conflict, Fix
+from envbuild.core.package_sets import package_frozenset
+from envbuild.core.values import ConflictKind
 from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.lock import loop
 from envbuild.lock.errors import diagnose
 from envbuild.lock.gpu import framework_packages, is_gpu_build, variant_problem
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.virtual import VirtualPackage
-from envbuild.core.model import Conflict, Fix
-from envbuild.core.package_sets import package_frozenset
 
 
 @dataclass(frozen=True)
@@ -119,14 +120,14 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
         record = next((by_name[n] for n in framework_packages(framework) if n in by_name), None)
         if record is None:
             conflicts.append(Conflict(
-                kind="framework_cuda_mismatch",
+                kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 message=f"the solution for {request.platform} holds no {framework} package; the channel's "
                         f"package name differs from {framework_packages(framework)[0]!r}, so the GPU build cannot be checked",
             ))
         elif not is_gpu_build(framework, record.build, record.depends):
             refused.add(record.name)
             conflicts.append(Conflict(
-                kind="framework_cuda_mismatch",
+                kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 message=f"the solver chose {record.name} {record.version} build {record.build} for {request.platform}, "
                         f"which is not a CUDA build; envbuild refuses to lock a CPU build for a GPU target",
                 fixes=(Fix(f"pin the GPU build, e.g. `{record.name}=={record.version}=*cuda*`, or use a channel with CUDA builds"),),
@@ -137,7 +138,7 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
         why = variant_problem(p.name, p.build, p.depends, request.cuda)
         if why and p.name not in refused:
             conflicts.append(Conflict(
-                kind="framework_cuda_mismatch",
+                kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                 message=f"the solver chose {p.name} {p.version} build {p.build} for {request.platform}, which {why}; "
                         f"envbuild refuses to lock it into a GPU environment for CUDA {request.cuda}",
             ))
@@ -146,7 +147,7 @@ def cpu_fallback_conflicts(request: SolveRequest, packages: list[LockedPackage])
         for p in packages:
             if p.name in package_frozenset("cuda_variant") and p.version.split(".")[:2] != wanted:
                 conflicts.append(Conflict(
-                    kind="framework_cuda_mismatch",
+                    kind=ConflictKind.FRAMEWORK_CUDA_MISMATCH,
                     message=f"the solver chose {p.name} {p.version} for {request.platform}, but the resolved CUDA is "
                             f"{request.cuda}; envbuild refuses to lock a different CUDA variant",
                     fixes=(Fix(f"pin the variant in the conda specs, e.g. `{p.name}={request.cuda}`"),),
