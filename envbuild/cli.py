@@ -19,13 +19,13 @@ import sys
 import threading
 
 from envbuild import __version__
+from envbuild.infra.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors, bounded, clip
+from envbuild.infra.urls import mask_text
 from envbuild.output import say
 from envbuild.output.completion import script
-from envbuild.infra.errors import EnvironmentProblem, LockRefused, Refused, Unresolved, UserError, UserErrors, bounded, clip
 from envbuild.output.jsonout import emit, wanted
 from envbuild.output.report import render
 from envbuild.output.terminal import for_stream, strip_ansi
-from envbuild.infra.urls import mask_text
 
 # No path (PATH_MAX), URL or name envbuild takes is longer; a longer argument is refused
 # before anything reads it.

@@ -24,24 +24,24 @@ from pathlib import Path
 import yaml
 
 from envbuild import matrix
-from envbuild.output import say
+from envbuild.core.model import Resolution, Spec
 from envbuild.dockerfile import locked, lockfiles
 from envbuild.dockerfile.context import Base, BuildContext, catalog_base, check_output, write_context
 from envbuild.dockerfile.mirror import apply_mirror
 from envbuild.dockerfile.reference import parse
 from envbuild.dockerfile.render import MatrixFacts
-from envbuild.infra.errors import LockRefused, Unresolved, UserError, VerifyFailed
 from envbuild.image import build as engine_build, engine, make, tag
 from envbuild.image.credentials import check_push_access
-from envbuild.image.make import ImageOptions, ImageResult
 from envbuild.image.facts import read, read_local
+from envbuild.image.make import ImageOptions, ImageResult
+from envbuild.image.registry import manifest_digest, pin
+from envbuild.infra.errors import LockRefused, Unresolved, UserError, VerifyFailed
+from envbuild.infra.paths import MATRICES_DIR
 from envbuild.lock import api, base_record
 from envbuild.lock.check import check
 from envbuild.lock.folder import foreign_entries
 from envbuild.matrix.lookup import installer_python_min
-from envbuild.core.model import Resolution, Spec
-from envbuild.infra.paths import MATRICES_DIR
-from envbuild.image.registry import manifest_digest, pin
+from envbuild.output import say
 from envbuild.resolver import resolve as run_resolver
 from envbuild.verify.probe_api import facts_from_matrices, sm_of
 from envbuild.verify.runner import Expectations, ExpectedFramework, ProbeFacts, run_verify

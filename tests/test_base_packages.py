@@ -18,11 +18,11 @@ import yaml
 
 import image_support as support
 from envbuild import matrix
+from envbuild.core.model import Resolution
 from envbuild.dockerfile.locked import without_base_pins
 from envbuild.image.facts import read_local
 from envbuild.lock import base_packages
 from envbuild.lock.pip_lock import PipPin
-from envbuild.core.model import Resolution
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE

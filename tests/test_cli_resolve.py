@@ -23,9 +23,9 @@ from envbuild.core.model import (
     Spec,
     Warning,
 )
+from envbuild.commands._spec import spec_from_args  # as commands read flags: with the GPU matrix and --host
 from envbuild.output.report import fix_flags, render
 from envbuild.spec import load_spec
-from envbuild.commands._spec import spec_from_args  # as commands read flags: with the GPU matrix and --host
 
 from cli_support import in_process
 

@@ -19,8 +19,8 @@ import yaml
 
 import image_support as support
 from envbuild import matrix
-from envbuild.infra.errors import UserError
 from envbuild.core.model import CUSTOM_FAMILY, Spec
+from envbuild.infra.errors import UserError
 from envbuild.resolver import resolve
 from envbuild.resolver.named_base import catalog_image, with_named_base
 from envbuild.spec import load_spec

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envbuild.infra.errors import EnvironmentProblem
-from envbuild.hostenv.request import Host, for_host
 from envbuild.core.model import Spec
+from envbuild.hostenv.request import Host, for_host
+from envbuild.infra.errors import EnvironmentProblem
 from lock_channels import PYTORCH_CU124_PACKAGES, TORCH_CHECK, archive_channel
 from test_ci_output import validate
 

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envbuild import matrix
-from envbuild.infra.errors import UserError
 from envbuild.core.model import FrameworkRequest, Spec
-from envbuild.resolver import resolve
 from envbuild.frameworks.build import known_pythons
+from envbuild.infra.errors import UserError
+from envbuild.resolver import resolve
 from envbuild.resolver.context import index
 from envbuild.spec import load_spec
 

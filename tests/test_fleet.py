@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from envbuild.cli import main
-from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.validate import TARGET_KEYS
+from envbuild.infra.errors import UserError
 from envbuild.targets import COMMON_KEYS, KINDS, module
 
 ROOT = Path(__file__).resolve().parent.parent

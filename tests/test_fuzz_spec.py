@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envbuild.cli import build_parser
-from envbuild.infra.errors import UserError
 from envbuild.core.model import BASE_FAMILIES, INSTALLERS, PLATFORMS, Resolution
+from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping
 from envbuild.spec.cli_args import spec_from_args
 from envbuild.spec.parse import parse_text

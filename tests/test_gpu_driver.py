@@ -8,9 +8,9 @@ import json
 import pytest
 
 from envbuild import matrix
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.fleet import load_fleet
 from envbuild.fleet.resolve import resolve_fleet
-from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 
 M = matrix.load()

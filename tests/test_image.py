@@ -13,11 +13,11 @@ import pytest
 import image_support as support
 from envbuild import pipeline
 from envbuild.dockerfile.reference import parse
-from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.image.build import BuildFailed
 from envbuild.image.make import ImageOptions
-from envbuild.pipeline import make_image
 from envbuild.image.registry import manifest_digest
+from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.pipeline import make_image
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,9 +17,9 @@ from packaging.specifiers import SpecifierSet
 
 import image_support as support
 from envbuild import matrix, pipeline
+from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.dockerfile.context import write_context
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
-from envbuild.core.model import FrameworkRequest, Spec
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 

@@ -20,9 +20,9 @@ import pytest
 
 from envbuild import matrix
 from envbuild.core import cuda_packages
-from envbuild.lock.cuda_check import _Hold, _moved, _refusal, judge, toolkit_releases
 from envbuild.core.model import ResolvedFramework
 from envbuild.infra.paths import PROBE_FILE
+from envbuild.lock.cuda_check import _Hold, _moved, _refusal, judge, toolkit_releases
 from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from envbuild import matrix
-from envbuild.lock import proof
 from envbuild.core.model import FrameworkRequest, Spec
+from envbuild.lock import proof
 from envbuild.resolver import resolve
 
 M = matrix.load()

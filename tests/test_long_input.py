@@ -18,8 +18,8 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from envbuild.cli import COMMANDS, MAX_ARGUMENT_CHARS, build_parser
-from envbuild.spec.validate import MAX_VALUE_CHARS
 from envbuild.infra.urls import mask_text, strip_text
+from envbuild.spec.validate import MAX_VALUE_CHARS
 from cli_support import in_process
 from test_cli_image_e2e import ENVBUILD
 

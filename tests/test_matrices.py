@@ -18,10 +18,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild import frameworks, matrix
+from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR
 from envbuild.matrix import lookup as L
 from envbuild.matrix import tables as t
 from envbuild.matrix.__main__ import main
-from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR
 
 
 @pytest.fixture(scope="module")

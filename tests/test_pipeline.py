@@ -18,8 +18,8 @@ import yaml
 import image_support as support
 from envbuild import pipeline
 from envbuild.dockerfile.context import Base, write_context
-from envbuild.infra.errors import LockRefused, Unresolved, VerifyFailed
 from envbuild.image.make import ImageOptions
+from envbuild.infra.errors import LockRefused, Unresolved, VerifyFailed
 from envbuild.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent

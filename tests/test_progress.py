@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.output import progress
-from envbuild.infra.errors import EnvironmentProblem
 from envbuild.image.wheelhouse import _fetch_all, _Wanted
+from envbuild.infra.errors import EnvironmentProblem
+from envbuild.output import progress
 
 
 def slow(items, pause: float):

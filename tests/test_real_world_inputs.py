@@ -12,9 +12,9 @@ import pytest
 
 from envbuild import matrix
 from envbuild.core.model import FrameworkRequest, Spec
-from envbuild.resolver import resolve
-from envbuild.frameworks import read_label
 from envbuild.core.versions import LocalLabel
+from envbuild.frameworks import read_label
+from envbuild.resolver import resolve
 
 from cli_support import in_process
 from test_fixes import assert_fixes_pass

@@ -8,10 +8,10 @@ import pytest
 
 from envbuild import matrix
 from envbuild.core.model import FrameworkRequest, Spec
-from envbuild.resolver import resolve
-from envbuild.spec import load_spec
 from envbuild.core.values import ConflictKind
 from envbuild.core.versions import parse_version
+from envbuild.resolver import resolve
+from envbuild.spec import load_spec
 
 M = matrix.load()
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.infra.errors import UserError
-from envbuild.core.model import FrameworkRequest
 from envbuild.commands._spec import load_spec  # as commands read specs: GPU names checked against the matrix
+from envbuild.core.model import FrameworkRequest
+from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping, spec_from_text
 from envbuild.spec.validate import NESTED_KEYS, TOP_KEYS, canonical_framework, split_framework
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from envbuild import matrix
+from envbuild.core.model import BASE_FAMILIES, CONFLICT_KINDS, INSTALLERS, PLATFORMS
 from envbuild.infra.errors import UserError
 from envbuild.matrix import lookup
-from envbuild.core.model import BASE_FAMILIES, CONFLICT_KINDS, INSTALLERS, PLATFORMS
 from envbuild.spec import spec_from_mapping
 from envbuild.core.values import (BaseFamily, ComputeCapability, ConflictKind, CudaVersion, DriverVersion, Installer,
                              Platform, major_minor)

@@ -11,9 +11,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild import frameworks
+from envbuild.core.versions import cuda_from_local, cuda_to_local, parse_constraint, parse_version, read_local_label
 from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping
-from envbuild.core.versions import cuda_from_local, cuda_to_local, parse_constraint, parse_version, read_local_label
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -14,10 +14,10 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from envbuild import matrix
-from envbuild.infra import pypi
 from envbuild.cli import main
-from envbuild.matrix import refresh
 from envbuild.core.model import FrameworkRequest, Spec
+from envbuild.infra import pypi
+from envbuild.matrix import refresh
 from envbuild.resolver import resolve
 from envbuild.resolver.context import index
 from envbuild.spec import load_spec

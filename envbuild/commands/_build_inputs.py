@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 from envbuild import pipeline
-from envbuild.output import say
 from envbuild.commands._spec import spec_from_args
 from envbuild.dockerfile.mirror import parse_mirror
 from envbuild.infra.errors import UserError
+from envbuild.output import say
 
 ENVIRONMENT = {"ENVBUILD_REGISTRY_MIRROR": "registry_mirror", "ENVBUILD_WHEELHOUSE": "wheelhouse"}
 

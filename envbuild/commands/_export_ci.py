@@ -10,16 +10,16 @@ import json
 import sys
 
 from envbuild import __version__
-from envbuild.core import fields
-from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.ci import Pipeline, VerifyJob, github_actions, gitlab_ci, mirror, repo_path
 from envbuild.commands._spec import spec_from_args
+from envbuild.core import fields
 from envbuild.dockerfile.reference import parse
-from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.plan import plan_fleet
 from envbuild.image.facts import read
+from envbuild.infra import atomic
+from envbuild.infra.errors import UserError
+from envbuild.output import say
 
 RENDERERS = {"github-actions": github_actions.render, "gitlab-ci": gitlab_ci.render}
 

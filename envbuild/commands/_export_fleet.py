@@ -15,16 +15,16 @@ import tempfile
 from pathlib import Path
 
 from envbuild import pipeline
-from envbuild.core import fields
-from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.commands._build_inputs import check_build_flags
 from envbuild.commands._export_target import for_kind, judge_target
-from envbuild.infra.errors import UserError
+from envbuild.commands._fleet_build import lock_all
+from envbuild.core import fields
 from envbuild.fleet.manifest import images_for
 from envbuild.fleet.plan import plan_fleet
-from envbuild.commands._fleet_build import lock_all
 from envbuild.image.facts import read
+from envbuild.infra import atomic
+from envbuild.infra.errors import UserError
+from envbuild.output import say
 from envbuild.targets.job import Job
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envbuild.output import say
-from envbuild.infra.errors import Refused, Unresolved
+from envbuild.core.model import LINKS, to_jsonable
 from envbuild.fleet.judge import image_spec, judge
 from envbuild.image.facts import read
-from envbuild.core.model import LINKS, to_jsonable
+from envbuild.infra.errors import Refused, Unresolved
+from envbuild.output import say
 from envbuild.targets import scheduler_for
 
 

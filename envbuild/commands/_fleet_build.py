@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envbuild import pipeline
-from envbuild.infra.errors import Refused, UserError
 from envbuild.fleet.plan import FleetPlan, PlannedImage
+from envbuild.infra.errors import Refused, UserError
 
 
 @dataclass

@@ -12,15 +12,15 @@ import tempfile
 from pathlib import Path
 
 from envbuild.commands._build_inputs import check_build_flags
+from envbuild.commands._fleet_build import build_all, lock_all, tag_all
 from envbuild.commands._spec import spec_from_args
-from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet, manifest
 from envbuild.fleet.plan import FleetPlan, plan_fleet, render_text, to_json
-from envbuild.commands._fleet_build import build_all, lock_all, tag_all
 from envbuild.image import engine
 from envbuild.image.credentials import check_push_access
-from envbuild.image.make import ImageOptions, check_repository
 from envbuild.image.facts import read
+from envbuild.image.make import ImageOptions, check_repository
+from envbuild.infra.errors import UserError
 from envbuild.output.jsonout import emit
 from envbuild.output.progress_lanes import SharedProgress
 from envbuild.output.terminal import for_stream

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from envbuild import matrix, spec
+from envbuild.core.model import Spec
 from envbuild.hostenv.hostinfo import detect
 from envbuild.matrix.lookup import find_gpu, spec_gpu_check
-from envbuild.core.model import Spec
 from envbuild.spec import cli_args
 
 

@@ -13,18 +13,18 @@ import shlex
 import sys
 from pathlib import Path
 
-from envbuild.hostenv import hostinfo
-from envbuild.output import say
 from envbuild.commands._build_inputs import say_unchecked
 from envbuild.commands._spec import gpu_text, spec_from_args
+from envbuild.core.model import to_jsonable
 from envbuild.dockerfile.locked import normalize
-from envbuild.infra.errors import Unresolved
+from envbuild.hostenv import hostinfo
 from envbuild.hostenv import prefix as prefixes, python
 from envbuild.hostenv.install import python_runs
 from envbuild.hostenv.make import ensure
 from envbuild.hostenv.request import Host, for_host, resolve_for_host
+from envbuild.infra.errors import Unresolved
+from envbuild.output import say
 from envbuild.output.jsonout import emit
-from envbuild.core.model import to_jsonable
 from envbuild.output.progress import Progress
 from envbuild.spec.cli_args import add_spec_arguments
 from envbuild.spec.validate import check_index_url

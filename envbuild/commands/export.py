@@ -8,17 +8,17 @@ import tempfile
 from pathlib import Path
 
 from envbuild import pipeline
-from envbuild.core import fields
-from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.ci import CI_KINDS
 from envbuild.commands._build_inputs import add_build_arguments, check_build_inputs
 from envbuild.commands._export_ci import run_ci
 from envbuild.commands._export_fleet import run_per_target
 from envbuild.commands._export_target import for_kind, judge_target
 from envbuild.commands._spec import spec_from_args
-from envbuild.infra.errors import Unresolved, UserError
+from envbuild.core import fields
 from envbuild.fleet import load_fleet
+from envbuild.infra import atomic
+from envbuild.infra.errors import Unresolved, UserError
+from envbuild.output import say
 from envbuild.spec.cli_args import add_spec_arguments, discover_spec
 from envbuild.targets import KINDS, module
 from envbuild.targets.job import Job

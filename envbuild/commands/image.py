@@ -11,14 +11,14 @@ from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, r
 from envbuild.commands._image_fleet import run_fleet
 from envbuild.dockerfile import outputs
 from envbuild.dockerfile.context import OWNED
-from envbuild.infra.errors import UserError
 from envbuild.image import engine, make
 from envbuild.image.credentials import check_push_access
 from envbuild.image.make import ImageOptions
 from envbuild.image.sizes import summary
+from envbuild.infra.errors import UserError
 from envbuild.output.jsonout import emit
-from envbuild.pipeline import make_image
 from envbuild.output.progress import Progress
+from envbuild.pipeline import make_image
 from envbuild.spec.cli_args import add_spec_arguments
 
 HELP = "build (or reuse) the image for the resolved, locked stack and push it"

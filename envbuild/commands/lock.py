@@ -12,20 +12,20 @@ import json
 import sys
 
 from envbuild import pipeline
-from envbuild.output import say
+from envbuild.commands._build_inputs import say_unchecked
 from envbuild.commands._spec import spec_from_args
-from envbuild.infra.errors import Unresolved
+from envbuild.core.model import to_jsonable
 from envbuild.image.facts import read, read_local
+from envbuild.infra.errors import Unresolved
+from envbuild.infra.urls import mask_text
 from envbuild.lock.api import LockConflict, lock
 from envbuild.lock.check import check
 from envbuild.lock.gpu import all_framework_packages
-from envbuild.core.model import to_jsonable
+from envbuild.output import say
 from envbuild.output.report import render
 from envbuild.resolver import resolve
 from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 from envbuild.spec.validate import check_index_url
-from envbuild.infra.urls import mask_text
-from envbuild.commands._build_inputs import say_unchecked
 
 HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
 

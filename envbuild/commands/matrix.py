@@ -23,18 +23,18 @@ import time
 from pathlib import Path
 
 from envbuild import frameworks, html, matrix
-from envbuild.hostenv import hostinfo
-from envbuild.infra import atomic, pypi
-from envbuild.resolver import arch_grid
-from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.core.values import BaseFamily, DriverVersion, Platform
+from envbuild.core.versions import parse_constraint, parse_version
 from envbuild.fleet import load_fleet
+from envbuild.hostenv import hostinfo
 from envbuild.html import grid_page
+from envbuild.infra import atomic, pypi
+from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.infra.paths import MATRICES_DIR
 from envbuild.lock import proof
 from envbuild.matrix import lookup as L, refresh
 from envbuild.matrix.lookup import version
-from envbuild.infra.paths import MATRICES_DIR
-from envbuild.core.values import BaseFamily, DriverVersion, Platform
-from envbuild.core.versions import parse_constraint, parse_version
+from envbuild.resolver import arch_grid
 
 HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
 

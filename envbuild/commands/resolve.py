@@ -12,15 +12,15 @@ import sys
 
 from envbuild import html
 from envbuild.commands._spec import spec_from_args
-from envbuild.infra.errors import UserError
 from envbuild.fleet import load_fleet
 from envbuild.fleet.resolve import render_text, resolve_fleet, to_json
 from envbuild.html import resolve_page
 from envbuild.image.facts import read
+from envbuild.infra.errors import UserError
+from envbuild.infra.urls import mask_text
 from envbuild.output.report import render
 from envbuild.resolver import resolve
 from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
-from envbuild.infra.urls import mask_text
 
 HELP = "check framework, CUDA, cuDNN, driver, GPU and Python against each other; explain each conflict with fixes"
 

@@ -7,17 +7,17 @@ import sys
 from pathlib import Path
 
 from envbuild import html, pipeline
-from envbuild.core import fields
-from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.commands._spec import load_spec
-from envbuild.infra.errors import Unresolved, UserError
+from envbuild.core import fields
+from envbuild.core.model import to_jsonable
 from envbuild.fleet import load_fleet, manifest
 from envbuild.fleet.judge import image_spec, judge
 from envbuild.fleet.manifest import images_for
 from envbuild.html import verify_page
 from envbuild.image.facts import read
-from envbuild.core.model import to_jsonable
+from envbuild.infra import atomic
+from envbuild.infra.errors import Unresolved, UserError
+from envbuild.output import say
 from envbuild.output.progress import Progress
 from envbuild.verify import fleet as fleet_report, junit, summary
 from envbuild.verify.runner import run_verify

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from envbuild.commands._build_inputs import add_build_arguments, lock_dir_for, resolve_spec
 from envbuild.dockerfile.lockfiles import read_lock_dir
-from envbuild.output.jsonout import emit
+from envbuild.image.wheelhouse import fill, guard
 from envbuild.lock.virtual import glibc_for
+from envbuild.output.jsonout import emit
 from envbuild.output.progress import Progress
 from envbuild.spec.cli_args import add_spec_arguments
-from envbuild.image.wheelhouse import fill, guard
 
 HELP = "download the locked wheels (and conda archives, as a local channel) for offline builds"
 

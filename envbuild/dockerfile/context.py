@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-from envbuild.infra import atomic
-from envbuild.dockerfile import layers, locked, lockfiles, outputs, render
-from envbuild.infra.errors import UserError
-from envbuild.lock import folder
 from envbuild.core.model import Resolution
+from envbuild.dockerfile import layers, locked, lockfiles, outputs, render
+from envbuild.infra import atomic
+from envbuild.infra.errors import UserError
 from envbuild.infra.paths import PROBE_FILE
 from envbuild.infra.urls import strip_text
+from envbuild.lock import folder
 
 HERE = Path(__file__).resolve().parent
 OWNED = ("Dockerfile", "envbuild")  # the context's entries; everything else in the folder is the user's

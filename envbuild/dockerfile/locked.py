@@ -9,8 +9,8 @@ from pathlib import Path
 
 from envbuild import frameworks as plugins
 from envbuild.core.cuda_packages import installed_cuda as from_packages
-from envbuild.dockerfile.lockfiles import LockInput
 from envbuild.core.package_sets import package_set
+from envbuild.dockerfile.lockfiles import LockInput
 
 _CONDA_SUFFIXES = (".tar.bz2", ".conda")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")

@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.infra.errors import UserError
+from envbuild.output import say
 
 MANIFEST = ".envbuild-outputs"
 STAGE = ".envbuild-stage-"

@@ -14,8 +14,8 @@ import string
 from dataclasses import dataclass, field
 
 from envbuild import __version__
-from envbuild.infra.errors import UserError
 from envbuild.core.model import Resolution, ResolvedStack
+from envbuild.infra.errors import UserError
 from envbuild.infra.paths import DOCKERFILES_DIR
 
 PREFIX = "/opt/env"  # where the locked environment lives in every image

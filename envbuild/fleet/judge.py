@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from envbuild.infra.errors import UserError
-from envbuild.fleet import Target
 from envbuild.core.model import Resolution, Spec
-from envbuild.fleet.resolve import resolve_fleet
 from envbuild.dockerfile.reference import parse
+from envbuild.fleet import Target
+from envbuild.fleet.resolve import resolve_fleet
 from envbuild.image.registry import image_labels
+from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping
 
 LABELS = "io.envbuild."

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.core import fields
+from envbuild.fleet import Target
 from envbuild.infra import atomic
 from envbuild.infra.errors import UserError
-from envbuild.fleet import Target
 
 FORMAT = 1
 MAX_BYTES = 16 * 1024 * 1024  # thousands of targets fit many times over

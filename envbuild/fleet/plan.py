@@ -32,11 +32,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from envbuild.infra.errors import UserError
-from envbuild.fleet import Target
-from envbuild.fleet.resolve import Resolves, TargetResult, _pin, resolve_fleet, resolve_joint
 from envbuild.core.model import Resolution, Spec, to_jsonable
 from envbuild.core.versions import parse_version
+from envbuild.fleet import Target
+from envbuild.fleet.resolve import Resolves, TargetResult, _pin, resolve_fleet, resolve_joint
+from envbuild.infra.errors import UserError
 
 SEARCH_LIMIT = 20000  # candidate sets the exact search may try before the greedy rule takes over
 

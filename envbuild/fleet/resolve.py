@@ -22,16 +22,16 @@ from typing import Any
 
 from envbuild import matrix
 from envbuild.core.check_lines import checks_json
+from envbuild.core.memory_size import fmt_gib
+from envbuild.core.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
+from envbuild.core.values import ConflictKind, DriverVersion
+from envbuild.core.versions import parse_version
 from envbuild.fleet.model import Target
 from envbuild.fleet.validate import mig_profile
 from envbuild.matrix.lookup import find_gpu, mig_parent
-from envbuild.core.memory_size import fmt_gib
-from envbuild.core.model import Conflict, Fact, Fix, Resolution, Spec, Warning, to_jsonable
 from envbuild.output.report import format_fix
 from envbuild.resolver import resolve
 from envbuild.resolver.named_base import with_named_base
-from envbuild.core.values import ConflictKind, DriverVersion
-from envbuild.core.versions import parse_version
 
 
 @dataclass

@@ -6,12 +6,12 @@ from typing import Any
 
 from envbuild import matrix
 from envbuild.core import fields
-from envbuild.infra.errors import UserError
-from envbuild.fleet.model import Fleet, Target
-from envbuild.fleet.memory import gpu_row_memory
-from envbuild.matrix.lookup import find_gpu, is_compute_capability, mig_parent, parse_compute_capability, spec_gpu_check
 from envbuild.core.memory_size import fmt_gib, parse_gib
 from envbuild.core.model import PLATFORMS
+from envbuild.fleet.memory import gpu_row_memory
+from envbuild.fleet.model import Fleet, Target
+from envbuild.infra.errors import UserError
+from envbuild.matrix.lookup import find_gpu, is_compute_capability, mig_parent, parse_compute_capability, spec_gpu_check
 from envbuild.spec.parse import read_spec_file
 from envbuild.spec.validate import did_you_mean
 from envbuild.targets import check_scheduler

@@ -15,8 +15,8 @@ import functools
 import importlib
 import pkgutil
 
-from envbuild.frameworks.base import Framework
 from envbuild.core.versions import LocalLabel, read_local_label
+from envbuild.frameworks.base import Framework
 
 
 @functools.lru_cache(maxsize=1)

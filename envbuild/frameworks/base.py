@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from envbuild.matrix import Matrices, typed_rows
-from envbuild.matrix.tables import Row
 from envbuild.core.package_sets import package_set
 from envbuild.core.versions import LocalLabel
+from envbuild.matrix import Matrices, typed_rows
+from envbuild.matrix.tables import Row
 
 if TYPE_CHECKING:
     from envbuild.matrix.wheels import IndexFields

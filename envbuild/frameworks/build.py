@@ -17,10 +17,10 @@ from packaging.version import Version
 
 from envbuild import matrix
 from envbuild.core import specifiers
-from envbuild.matrix import tables as t
-from envbuild.matrix.lookup import pythons
 from envbuild.core.values import ComputeCapability, major_minor
 from envbuild.core.versions import parse_version
+from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import pythons
 
 
 @functools.lru_cache(maxsize=1)

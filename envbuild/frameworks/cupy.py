@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envbuild.core.versions import parse_version
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
-from envbuild.core.versions import parse_version
 
 
 # --- its rows: matrices/cupy.yaml -------------------------------------------------------------------

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envbuild.core.versions import LocalLabel, parse_version
 from envbuild.frameworks.base import Framework, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
 from envbuild.matrix.wheels import IndexFields
-from envbuild.core.versions import LocalLabel, parse_version
 
 _CUDA_EXTRA_SKIP = ("local",)  # `jax[cuda12-local]` uses the system CUDA; same pins, not read twice
 # jaxlib's local labels: `cuda111` (0.1.x, CUDA 11.1) and `cuda11.cudnn86` (CUDA 11 with cuDNN >= 8.6)

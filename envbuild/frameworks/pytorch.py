@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envbuild.core.values import major_minor
+from envbuild.core.versions import cuda_to_local
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
 from envbuild.matrix.wheels import IndexFields
-from envbuild.core.values import major_minor
-from envbuild.core.versions import cuda_to_local
 
 _WHEEL_TRIES = 8  # Linux wheels to try for PEP 658 metadata (a mirror may lack some)
 # the package that carries the CUDA runtime of a torch wheel, and since CUDA 13 the toolkit meta-package

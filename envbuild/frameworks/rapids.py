@@ -5,11 +5,11 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envbuild.core.values import ComputeCapability
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _minors_between
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
-from envbuild.core.values import ComputeCapability
 
 _LIBRARIES = ("cudf", "cuml")  # the pip wheels that stand for a RAPIDS install
 

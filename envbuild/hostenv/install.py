@@ -22,10 +22,10 @@ from pathlib import Path
 from uv import find_uv_bin
 
 from envbuild.infra.errors import EnvironmentProblem
+from envbuild.infra.urls import mask_text
 from envbuild.lock import folder
 from envbuild.lock.install import install
 from envbuild.lock.pip_config import read_pip_settings, uv_arguments, uv_environment, with_credentials
-from envbuild.infra.urls import mask_text
 
 
 def _uv() -> str:

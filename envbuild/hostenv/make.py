@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Callable
 
 from envbuild import pipeline
+from envbuild.core.model import Resolution
 from envbuild.dockerfile.locked import locked_files
 from envbuild.dockerfile.lockfiles import read_lock_dir
 from envbuild.hostenv import install, prefix as prefixes, python
 from envbuild.hostenv.install import python_runs
 from envbuild.hostenv.request import Host, HostRequest
+from envbuild.infra.urls import strip_credentials
 from envbuild.lock import folder
 from envbuild.lock.metadata import stamp_for
-from envbuild.core.model import Resolution
-from envbuild.infra.urls import strip_credentials
 
 
 @dataclass

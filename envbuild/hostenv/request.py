@@ -18,11 +18,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from envbuild.infra.errors import EnvironmentProblem
 from envbuild.core.model import BUILD_PLATFORMS, Resolution, Spec
-from envbuild.resolver import resolve
 from envbuild.core.values import major_minor
 from envbuild.core.versions import parse_version
+from envbuild.infra.errors import EnvironmentProblem
+from envbuild.resolver import resolve
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import base64
 import json
 
 from envbuild.dockerfile.reference import parse
-from envbuild.infra.errors import EnvironmentProblem
 from envbuild.image.registry import RegistryClient
+from envbuild.infra.errors import EnvironmentProblem
 
 TIMEOUT = 1.5  # seconds per request: a refused or missing login is known well under 2 s
 

@@ -21,11 +21,11 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 
-from envbuild.infra import user_cache
 from envbuild.dockerfile.reference import parse
-from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.image.engine import connect, light_inspect
 from envbuild.image.registry import image_config
+from envbuild.infra import user_cache
+from envbuild.infra.errors import EnvironmentProblem, UserError
 
 # Run in the image with its own python3 (any 3.x: no f-strings, nothing newer than 3.5
 # outside the try). Its text is a constant: nothing from a spec or flag enters it.

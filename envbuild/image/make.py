@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from envbuild.core.model import Resolution
 from envbuild.dockerfile.context import BuildContext
 from envbuild.dockerfile.reference import parse
-from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.image import build as engine_build, engine, push as engine_push, sizes
 from envbuild.image.build import _docker_platform
 from envbuild.image.provenance import git_provenance
-from envbuild.image.tag import content_tag
-from envbuild.core.model import Resolution
 from envbuild.image.registry import image_manifest, manifest_digest
+from envbuild.image.tag import content_tag
+from envbuild.infra.errors import EnvironmentProblem, UserError
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from envbuild.output import say
 from envbuild.infra.urls import strip_credentials
+from envbuild.output import say
 
 
 def _git(folder: Path, *args: str) -> str | None:

@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 from envbuild import __version__
+from envbuild.core.model import Resolution, sha256_json, to_jsonable
 from envbuild.dockerfile.context import OWNED
 from envbuild.lock.folder import sha256_file
-from envbuild.core.model import Resolution, sha256_json, to_jsonable
 
 TAG_LENGTH = 16  # hex digits: 64 bits, far from collisions within one repository
 

@@ -32,17 +32,17 @@ from pathlib import Path
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from envbuild.output import say
-from envbuild.infra.atomic import move_aside
 from envbuild.dockerfile.context import LOCAL_CHANNEL, rattler_requirement
 from envbuild.dockerfile.locked import LockedFile, locked_files, wheel_matches
 from envbuild.dockerfile.lockfiles import LockInput, parse_conda_lock_yml
+from envbuild.infra.atomic import move_aside
 from envbuild.infra.errors import EnvironmentProblem, UserError
+from envbuild.infra.urls import mask
 from envbuild.lock.folder import CONDA_LOCKFILE, PIP_LOCKFILE, pylock_name, sha256_file
 from envbuild.lock.pip_config import read_pip_settings, with_credentials
 from envbuild.lock.pip_lock import parse_pylock
 from envbuild.lock.pip_tags import platform_tags
-from envbuild.infra.urls import mask
+from envbuild.output import say
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Mapping
 
 from envbuild import matrix
+from envbuild.core.model import BUILD_PLATFORMS, Resolution, Spec
 from envbuild.infra.errors import UserError
+from envbuild.infra.urls import mask
 from envbuild.lock import base_packages, conda_lockfile, folder, pip_lock, pylock
 from envbuild.lock.cuda_check import CudaReport, judge, lock_pip
 from envbuild.lock.metadata import Stamp, custom_metadata, stamp_for
@@ -27,8 +29,6 @@ from envbuild.lock.pip_config import other_sources, read_pip_settings
 from envbuild.lock.request import build_requests, needs_conda, needs_pip
 from envbuild.lock.solve import LockedPackage, SolveFailed, solve
 from envbuild.lock.virtual import unknown_os_note
-from envbuild.core.model import BUILD_PLATFORMS, Resolution, Spec
-from envbuild.infra.urls import mask
 
 LockConflict = SolveFailed  # raised with .conflicts (resolve's format) and .raw (solver text)
 

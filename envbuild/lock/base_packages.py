@@ -31,9 +31,9 @@ from packaging.version import InvalidVersion, Version
 
 from envbuild import matrix
 from envbuild.infra.errors import EnvironmentProblem
+from envbuild.infra.pypi import SimpleIndex
 from envbuild.lock import pip_lock
 from envbuild.lock.pip_tags import machine_for
-from envbuild.infra.pypi import SimpleIndex
 from envbuild.resolver.base import carries_resolved_build
 
 

@@ -8,12 +8,12 @@ from typing import Mapping
 
 import yaml
 
+from envbuild.core.model import Resolution, Spec
 from envbuild.lock import folder, pip_lock, pylock
 from envbuild.lock.api import by_platform, target_platforms
 from envbuild.lock.metadata import read_custom_metadata, stamp_for
 from envbuild.lock.request import needs_conda, needs_pip
 from envbuild.lock.solve import SolveFailed
-from envbuild.core.model import Resolution, Spec
 
 
 def check(spec: Spec, resolution: Resolution, platforms, out_dir,

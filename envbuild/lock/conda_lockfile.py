@@ -8,12 +8,12 @@ from urllib.parse import urlparse, urlunparse
 
 import yaml
 
+from envbuild.core.model import sha256_json
 from envbuild.infra.errors import UserError
 from envbuild.lock.folder import explicit_name, read_conda_lockfile
 from envbuild.lock.metadata import PREFIX, Stamp
 from envbuild.lock.request import SolveRequest
 from envbuild.lock.solve import LockedPackage
-from envbuild.core.model import sha256_json
 
 def _dependencies(depends: tuple[str, ...]) -> dict[str, str]:
     """`name -> version spec` as conda-lock records them (build pins dropped, the same

@@ -44,10 +44,10 @@ from typing import Iterator
 
 import yaml
 
-from envbuild.output import say
 from envbuild.infra.atomic import exchange, move_aside, naming
 from envbuild.infra.errors import UserError
 from envbuild.infra.urls import strip_text
+from envbuild.output import say
 
 CONDA_LOCKFILE = "conda-lock.yml"
 PIP_LOCKFILE = "requirements.lock"

@@ -28,11 +28,11 @@ from packaging.version import Version
 from uv import find_uv_bin
 
 from envbuild import frameworks
+from envbuild.core.model import BUILD_PLATFORMS
 from envbuild.infra import atomic
 from envbuild.infra.errors import EnvironmentProblem
 from envbuild.lock import pip_lock
 from envbuild.matrix.refresh import flow_yaml
-from envbuild.core.model import BUILD_PLATFORMS
 from envbuild.resolver.context import index
 from envbuild.resolver.lockable import requirement
 

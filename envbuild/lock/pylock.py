@@ -17,10 +17,10 @@ import tomllib
 
 import tomlkit
 
+from envbuild.infra.urls import strip_credentials
 from envbuild.lock.metadata import Stamp
 from envbuild.lock.pip_lock import SOURCES_NOTE, PinFile, PipLock, PipPin
 from envbuild.lock.pip_tags import machine_for
-from envbuild.infra.urls import strip_credentials
 
 LOCK_VERSION = "1.0"
 

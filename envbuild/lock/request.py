@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild.core.model import Resolution, ResolvedFramework, Spec
+from envbuild.core.package_sets import package_set
 from envbuild.infra.errors import UserError
 from envbuild.lock.gpu import build_pin, framework_packages
 from envbuild.lock.virtual import VirtualPackage, target_virtual_packages
-from envbuild.core.model import Resolution, ResolvedFramework, Spec
-from envbuild.core.package_sets import package_set
 
 
 @dataclass(frozen=True)

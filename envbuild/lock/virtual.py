@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envbuild import matrix
-from envbuild.infra.errors import UserError
 from envbuild.core.model import ResolvedStack
+from envbuild.infra.errors import UserError
 
 
 @dataclass(frozen=True)

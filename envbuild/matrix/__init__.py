@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
-from envbuild.matrix import tables as t
-from envbuild.matrix.gpu_match import GpuIndex, build_index
 from envbuild.core.model import GPU_HOST_PLATFORMS
 from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
+from envbuild.matrix import tables as t
+from envbuild.matrix.gpu_match import GpuIndex, build_index
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.

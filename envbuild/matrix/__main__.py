@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from envbuild.matrix import MatrixError, compile_matrices, load_from, to_json
 from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR
+from envbuild.matrix import MatrixError, compile_matrices, load_from, to_json
 
 
 def main(argv: list[str]) -> int:

@@ -16,10 +16,10 @@ from typing import TypeVar
 from packaging.version import Version
 
 from envbuild.core import values
+from envbuild.core.versions import parse_version
 from envbuild.matrix import Matrices, load
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
-from envbuild.core.versions import parse_version
 
 T = TypeVar("T")
 

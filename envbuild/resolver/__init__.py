@@ -25,18 +25,18 @@ from dataclasses import dataclass, field
 from envbuild import frameworks, matrix
 from envbuild.core.model import (BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec,
                             Unchecked, Warning)
-from envbuild.resolver import base as base_image
-from envbuild.resolver import checks, families, request
-from envbuild.frameworks.build import Build
-from envbuild.resolver.fixes import fixes_for
-from envbuild.resolver.problem import Hints, Problem
-from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
-from envbuild.resolver.context import Index, fact, index, runs_on
-from envbuild.resolver.gpu_driver import driver_gpu_problems
-from envbuild.resolver.named_base import with_named_base
-from envbuild.resolver.request import Request, read_request
 from envbuild.core.values import ConflictKind, major_minor
 from envbuild.core.versions import parse_version
+from envbuild.frameworks.build import Build
+from envbuild.resolver import base as base_image
+from envbuild.resolver import checks, families, request
+from envbuild.resolver.complete import Choice, Outcome, combine, evaluate
+from envbuild.resolver.context import Index, fact, index, runs_on
+from envbuild.resolver.fixes import fixes_for
+from envbuild.resolver.gpu_driver import driver_gpu_problems
+from envbuild.resolver.named_base import with_named_base
+from envbuild.resolver.problem import Hints, Problem
+from envbuild.resolver.request import Request, read_request
 
 __all__ = ["resolve"]
 

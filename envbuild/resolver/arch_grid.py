@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from envbuild import frameworks
+from envbuild.core.values import ComputeCapability
 from envbuild.resolver.checks import gpu_runs_build
 from envbuild.resolver.context import index
-from envbuild.core.values import ComputeCapability
 
 # what a build carries for one architecture, as the grid's cells say it
 CARRIES = {"sass": "S", "ptx": "P", "sass+ptx": "SP"}

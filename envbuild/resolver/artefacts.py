@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from envbuild import frameworks
-from envbuild.matrix import tables as t
-from envbuild.matrix.wheels import PLATFORMS, pythons_on
 from envbuild.core.model import Fact
 from envbuild.core.versions import ordered_versions
+from envbuild.matrix import tables as t
+from envbuild.matrix.wheels import PLATFORMS, pythons_on
 
 
 @dataclass(frozen=True)

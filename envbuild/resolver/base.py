@@ -26,17 +26,17 @@ from packaging.version import Version
 
 from envbuild import frameworks
 from envbuild.core import specifiers
-from envbuild.matrix import tables as t
-from envbuild.matrix.lookup import installer_python_min, installer_runs_on
 from envbuild.core.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.core.package_sets import package_frozenset
-from envbuild.frameworks.build import Build
-from envbuild.resolver.problem import NO_HINTS, Hints, Problem, unknown
-from envbuild.resolver.context import Index, fact
-from envbuild.resolver.named_base import catalog_image
-from envbuild.resolver.request import Request
 from envbuild.core.values import ConflictKind, major_minor
 from envbuild.core.versions import parse_version
+from envbuild.frameworks.build import Build
+from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import installer_python_min, installer_runs_on
+from envbuild.resolver.context import Index, fact
+from envbuild.resolver.named_base import catalog_image
+from envbuild.resolver.problem import NO_HINTS, Hints, Problem, unknown
+from envbuild.resolver.request import Request
 
 _FAMILY_NAMES = {"cuda": "nvidia/cuda"}
 _FLAVOUR_RANK = {"runtime": 0, "devel": 1, None: 2, "base": 3}

@@ -12,13 +12,13 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
-from envbuild.resolver import checks, families
-from envbuild.frameworks.build import Build, known_pythons
-from envbuild.resolver.problem import Hints, Problem
-from envbuild.resolver.context import Index, fact
-from envbuild.resolver.request import CudaPin, Request
 from envbuild.core.values import ConflictKind, major_minor
 from envbuild.core.versions import Constraint, parse_version
+from envbuild.frameworks.build import Build, known_pythons
+from envbuild.resolver import checks, families
+from envbuild.resolver.context import Index, fact
+from envbuild.resolver.problem import Hints, Problem
+from envbuild.resolver.request import CudaPin, Request
 
 
 @dataclass

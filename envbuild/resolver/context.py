@@ -10,15 +10,15 @@ import functools
 from packaging.version import Version
 
 from envbuild import frameworks
+from envbuild.core.model import Fact
+from envbuild.core.values import DriverVersion, major_minor
+from envbuild.core.versions import parse_version
+from envbuild.frameworks import build as b
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
-from envbuild.core.model import Fact
-from envbuild.frameworks import build as b
 from envbuild.resolver import lockable
 from envbuild.resolver.artefacts import WheelTable
 from envbuild.resolver.memo import Memo
-from envbuild.core.values import DriverVersion, major_minor
-from envbuild.core.versions import parse_version
 
 
 def fact(text: str, row: t.Row | None) -> Fact:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from packaging.version import Version
 
 from envbuild.core import specifiers
+from envbuild.core.values import ComputeCapability, ConflictKind, major_minor
+from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import known_pythons
 from envbuild.matrix import tables as t
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Hints, Problem
-from envbuild.core.values import ComputeCapability, ConflictKind, major_minor
-from envbuild.core.versions import parse_version
 
 _NO_GPU = {
     "osx": "NVIDIA ships no CUDA for macOS, so the platform must move to linux-64 (or linux-aarch64)",

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from envbuild.core.model import Fix, Resolution, Spec
-from envbuild.resolver import checks
-from envbuild.resolver.problem import Problem
 from envbuild.core.values import ConflictKind
 from envbuild.core.versions import cuda_to_local, parse_constraint, parse_version
+from envbuild.resolver import checks
+from envbuild.resolver.problem import Problem
 
 MAX_FIXES = 3
 MAX_TRIES = 10  # resolves spent per conflict

@@ -7,11 +7,11 @@ are those of Linux drivers (matrices/cuda_driver.yaml, `architectures`).
 """
 from __future__ import annotations
 
-from envbuild.matrix import lookup
-from envbuild.resolver.problem import Hints, Problem
-from envbuild.resolver.context import Index, fact
-from envbuild.resolver.request import Gpu, Request
 from envbuild.core.values import ConflictKind
+from envbuild.matrix import lookup
+from envbuild.resolver.context import Index, fact
+from envbuild.resolver.problem import Hints, Problem
+from envbuild.resolver.request import Gpu, Request
 
 
 def driver_gpu_problems(req: Request, ix: Index) -> list[Problem]:

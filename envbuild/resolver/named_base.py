@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from envbuild.matrix import tables as t
 from envbuild.core.model import CUSTOM_FAMILY, Spec
 from envbuild.core.versions import parse_version
+from envbuild.matrix import tables as t
 
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")

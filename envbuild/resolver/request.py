@@ -5,14 +5,14 @@ import difflib
 import functools
 from dataclasses import dataclass
 
-from envbuild.infra.errors import UserError
-from envbuild.frameworks import read_label
-from envbuild.matrix import tables as t
-from envbuild.matrix.lookup import gpu_key, gpu_names
 from envbuild.core.model import ResolvedGpu, Spec
-from envbuild.resolver.context import Index
 from envbuild.core.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
 from envbuild.core.versions import Constraint, parse_constraint, parse_version
+from envbuild.frameworks import read_label
+from envbuild.infra.errors import UserError
+from envbuild.matrix import tables as t
+from envbuild.matrix.lookup import gpu_key, gpu_names
+from envbuild.resolver.context import Index
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envbuild.infra.errors import UserError
 from envbuild.core.model import Spec
+from envbuild.infra.errors import UserError
 from envbuild.spec.parse import RawSpec, parse_text, read_spec_file
 from envbuild.spec.validate import GpuCheck, validate_raw
 

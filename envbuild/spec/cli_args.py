@@ -21,9 +21,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from envbuild.output import say
-from envbuild.infra.errors import UserError, clip, shown
 from envbuild.core.model import BASE_FACTS, BASE_FAMILIES, INSTALLERS, PLATFORMS, Spec
+from envbuild.infra.errors import UserError, clip, shown
+from envbuild.output import say
 from envbuild.spec.parse import RawSpec, read_spec_file
 from envbuild.spec.validate import GpuCheck, canonical_framework, split_framework, validate_raw
 

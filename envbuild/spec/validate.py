@@ -18,15 +18,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from envbuild import frameworks
 from envbuild.core import fields
-from envbuild.infra.errors import UserError, UserErrors, clip, shown
 from envbuild.core.memory_size import parse_gib
+from envbuild.infra.errors import UserError, UserErrors, clip, shown
 from envbuild.core.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
 from envbuild.core.package_sets import package_frozenset
-from envbuild.spec.parse import RawSpec
-from envbuild.infra.urls import mask
 from envbuild.core.values import ComputeCapability, major_minor
 from envbuild.core.versions import cuda_from_local, parse_constraint, parse_version
+from envbuild.infra.urls import mask
+from envbuild.spec.parse import RawSpec
 
 # The spec's keys. `schema/spec.schema.json` lists the same keys (a test keeps them equal).
 TOP_KEYS = (

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from envbuild.core import fields
 from envbuild.infra import atomic
-from envbuild.output import say
 from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.infra.paths import PROBE_FILE
+from envbuild.output import say
 from envbuild.targets.job import IMAGE_PROBE, Job
 
 KIND = "slurm"

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Mapping
 
-from envbuild.infra import atomic
 from envbuild.fleet import Target
+from envbuild.infra import atomic
 from envbuild.output.progress import Progress
 from envbuild.targets import module
 from envbuild.targets.job import Job

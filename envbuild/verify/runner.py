@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbuild.output import say
 from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.infra.paths import PROBE_FILE
+from envbuild.output import say
 from envbuild.verify import probe_api
 
 PROBE_DIR = "/tmp/envbuild-probe"

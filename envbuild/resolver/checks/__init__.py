@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envbuild.core.values import ConflictKind
 from envbuild.frameworks.build import Build
 from envbuild.resolver.checks.cuda import cuda_floor, cuda_variant
 from envbuild.resolver.checks.cudnn import cudnn, label_cudnn
@@ -26,7 +27,6 @@ from envbuild.resolver.checks.python import lock_proof, python
 from envbuild.resolver.context import Index
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.core.values import ConflictKind
 
 __all__ = ["UNKNOWN", "Verdict", "check_build", "gpu_runs_build", "label_cudnn", "nearest", "newest_viable", "passes",
            "unknown", "verdict", "viable_of"]

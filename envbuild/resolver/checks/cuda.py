@@ -2,11 +2,11 @@
 libraries the build states."""
 from __future__ import annotations
 
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import fact
 from envbuild.resolver.problem import Hints, Problem
-from envbuild.core.values import ConflictKind
-from envbuild.core.versions import parse_version
 
 # A build of another variant than the pinned one; `complete` words it once it knows the
 # variants the release has (`_word_variant`): only the nearest build's is ever read.

@@ -3,13 +3,13 @@ needs at least), and against the one a jaxlib label (`+cuda11.cudnn86`) names.""
 from __future__ import annotations
 
 from envbuild import frameworks
-from envbuild.frameworks.build import Build
 from envbuild.core.model import Fact
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import parse_version
+from envbuild.frameworks.build import Build
 from envbuild.resolver.context import fact
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.request import Request
-from envbuild.core.values import ConflictKind
-from envbuild.core.versions import parse_version
 
 
 def cudnn(b: Build, req: Request) -> list[Problem]:

@@ -2,13 +2,13 @@
 the build itself or its family asks)?"""
 from __future__ import annotations
 
-from envbuild.frameworks.build import Build
 from envbuild.core.model import Fact
+from envbuild.core.values import ConflictKind
+from envbuild.frameworks.build import Build
 from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Hints, Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.core.values import ConflictKind
 
 
 def driver(b: Build, req: Request, ix: Index) -> list[Problem]:

@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envbuild import frameworks
-from envbuild.frameworks.build import Build
 from envbuild.core.model import Fact
+from envbuild.core.values import ConflictKind, major_minor
+from envbuild.frameworks.build import Build
 from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Gpu, Request
-from envbuild.core.values import ConflictKind, major_minor
 
 # How a GPU runs a build's code: None from a binary, else one of these.
 CANNOT, UNLISTED, PTX = "cannot", "unlisted", "ptx"

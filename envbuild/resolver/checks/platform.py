@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from envbuild import frameworks
+from envbuild.core.values import ConflictKind
 from envbuild.frameworks.build import Build
 from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.problem import Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.core.values import ConflictKind
 
 
 def platform(b: Build, req: Request, ix: Index) -> list[Problem]:

@@ -2,13 +2,13 @@
 requirement lock there (the lock proof of matrices/lockable.yaml)?"""
 from __future__ import annotations
 
+from envbuild.core.values import ConflictKind
+from envbuild.core.versions import ordered_versions
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import Index, fact
 from envbuild.resolver.lockable import locking_releases
 from envbuild.resolver.problem import Hints, Problem, unknown
 from envbuild.resolver.request import Request
-from envbuild.core.values import ConflictKind
-from envbuild.core.versions import ordered_versions
 
 
 def python(b: Build, req: Request) -> list[Problem]:
