@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
-import sys
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from browser import look_at
+from cli_support import in_process
 from test_ci_output import validate
 
 from envbuild.infra.paths import PROBE_FILE
@@ -37,13 +39,33 @@ FLEET = """targets:
 
 
 def _cli(env, *args, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    """envbuild run in this process (tests/cli_support.py): these tests read what it says and writes."""
+    return in_process(*args, cwd=cwd, env=env)
 
 
 def _fleet(tmp_path, gres="a100") -> str:
     path = tmp_path / "fleet.yaml"
     path.write_text(FLEET.replace("GRES", gres))
     return str(path)
+
+
+def _sbatch_wait(script: Path, env, *options: str) -> str:
+    """Submit `script` and wait for its job to end; return its JobState and ExitCode as
+    `scontrol` shows them ("COMPLETED 0:0": the job's script exited 0). Looked at every
+    0.1 s: `sbatch --wait` sleeps 2 s, then 8 s, between its looks."""
+    submit = subprocess.run(["sbatch", "--parsable", *options, str(script)], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 200  # a hang guard, not a measurement
+    while True:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True,
+                               timeout=60).stdout
+        state, code = re.search(r"JobState=(\S+)", shown).group(1), re.search(r"ExitCode=(\S+)", shown).group(1)
+        if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"):
+            return f"{state} {code}"
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.1)
 
 
 def test_exported_sbatch_script_is_accepted_and_runs_to_completion(tmp_path, slurm_env):
@@ -54,9 +76,7 @@ def test_exported_sbatch_script_is_accepted_and_runs_to_completion(tmp_path, slu
     text = script.read_text()
     assert "#SBATCH --gres=gpu:v100:1" in text and "#SBATCH --partition=gpu" in text and "module load" not in text.replace("`module load cuda`", "")
     out = tmp_path / "job.out"
-    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
-                            env=slurm_env, capture_output=True, text=True, timeout=200)
-    assert submit.returncode == 0, submit.stderr  # --wait: sbatch's exit status is the job's
+    assert _sbatch_wait(script, slurm_env, f"--output={out}") == "COMPLETED 0:0", out.read_text()
     report = json.loads(out.read_text()[out.read_text().index("{"):])
     assert report["mode"] == "static" and report["summary"]["ok"] is True
 
@@ -90,7 +110,8 @@ def test_a_job_slurm_refuses_is_exit_3_with_slurms_message(tmp_path, slurm_env):
 
 def test_slurm_down_is_exit_3(tmp_path, slurm_env):
     conf = Path(slurm_env["SLURM_CONF"]).read_text().replace("SlurmctldPort=16817", "SlurmctldPort=16999")
-    (tmp_path / "slurm.conf").write_text(conf)
+    # sbatch tries a controller it cannot reach once a second, MessageTimeout (default 10) times: once is enough
+    (tmp_path / "slurm.conf").write_text(conf.rstrip("\n") + "\nMessageTimeout=1\n")
     env = dict(slurm_env, SLURM_CONF=str(tmp_path / "slurm.conf"))
     done = _cli(env, "verify", "img:1", "--fleet", _fleet(tmp_path), "--target", "v100", "--static",
                 "--workdir", str(tmp_path / "work"))
@@ -176,9 +197,7 @@ def test_a_podman_job_sees_exactly_the_gpus_slurm_gave_it(tmp_path, slurm_env, p
                 "--static", "--command", "sh -c 'echo devices: /dev/nvidia*'", "-o", str(script))
     assert done.returncode == 0, done.stderr
     out = tmp_path / "job.out"
-    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
-                            env=slurm_env, capture_output=True, text=True, timeout=200)
-    assert submit.returncode == 0, submit.stderr + out.read_text()
+    assert _sbatch_wait(script, slurm_env, f"--output={out}") == "COMPLETED 0:0", out.read_text()
     seen = [line.split()[1:] for line in out.read_text().splitlines() if line.startswith("devices:")]
     # gres a100 is fake GPUs 2 and 3: the container holds the one Slurm allocated, nothing of the v100s
     assert seen in ([["/dev/nvidia2"]], [["/dev/nvidia3"]]), out.read_text()
@@ -256,9 +275,7 @@ def test_shell_syntax_in_a_workload_reaches_the_job_as_words(tmp_path, slurm_env
                 "--static", "--command", shlex.join(["printf", "<%s>\\n", *words]), "-o", str(script))
     assert done.returncode == 0, done.stderr
     out = tmp_path / "job.out"
-    submit = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", f"--chdir={tmp_path}", str(script)],
-                            env=slurm_env, capture_output=True, text=True, timeout=200)
-    assert submit.returncode == 0, submit.stderr + out.read_text()
+    assert _sbatch_wait(script, slurm_env, f"--output={out}", f"--chdir={tmp_path}") == "COMPLETED 0:0", out.read_text()
     printed = [line for line in out.read_text().splitlines() if line.startswith("<")]
     assert printed == [f"<{w}>" for w in words]
     assert not (tmp_path / "pwned").exists()
@@ -305,9 +322,7 @@ def _judged_fleet(tmp_path) -> str:
 
 def _submit(script: Path, env) -> dict:
     out = script.with_suffix(".out")
-    done = subprocess.run(["sbatch", "--parsable", "--wait", f"--output={out}", str(script)],
-                          env=env, capture_output=True, text=True, timeout=200)
-    assert done.returncode == 0, done.stderr
+    assert _sbatch_wait(script, env, f"--output={out}") == "COMPLETED 0:0", out.read_text()
     return json.loads(out.read_text()[out.read_text().index("{"):])
 
 
