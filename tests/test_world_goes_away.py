@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import in_process
 from image_support import TEST_NAMESPACE
 from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line, registry_tags, write_spec
 
@@ -219,6 +220,8 @@ def image_args(spec: Path, lock: Path, registry: str, wheelhouse: Path, *extra: 
             "--progress", "plain", *extra]
 
 
+# A command whose output is all a test reads runs in this process (tests/cli_support.py); one
+# stopped from outside while it runs is a process of its own (run_until).
 def run_until(args: list[str], env: dict, ready, cwd: Path, then) -> subprocess.CompletedProcess:
     """Run envbuild; once `ready(stderr so far)` is true, call `then()`; return the finished
     process with all its output (stderr is read by a thread: a stalled push prints nothing)."""
@@ -283,8 +286,8 @@ def test_registry_dropping_the_connection_mid_push(project, registry, wheelhouse
     repository = f"{dropping.address}/{name}"
     base = docker_client.images.get(base_image)
     base.tag(repository, "stable")  # what `stable` names before the push
-    proc = envbuild(*image_args(spec, work / "lock", registry, wheelhouse, "--repository", repository, "--push",
-                                "--tag", "stable"), cwd=work)
+    proc = in_process(*image_args(spec, work / "lock", registry, wheelhouse, "--repository", repository, "--push",
+                                  "--tag", "stable"), cwd=work)
     assert proc.returncode == 3, proc.stderr[-3000:]
     line = one_error_line(proc)
     assert f"registry {dropping.address} dropped the connection while {repository}:" in line
@@ -298,8 +301,8 @@ def test_push_registry_that_cannot_be_reached_gets_a_push_hint(project, registry
     work, spec = project
     with socket.create_server(("127.0.0.1", 0)) as closed:
         port = closed.getsockname()[1]
-    proc = envbuild(*image_args(spec, work / "lock", registry, wheelhouse, "--repository",
-                                f"127.0.0.1:{port}/{TEST_NAMESPACE}/nowhere", "--push"), cwd=work)
+    proc = in_process(*image_args(spec, work / "lock", registry, wheelhouse, "--repository",
+                                  f"127.0.0.1:{port}/{TEST_NAMESPACE}/nowhere", "--push"), cwd=work)
     assert proc.returncode == 3
     line = one_error_line(proc)
     assert f"cannot reach registry 127.0.0.1:{port}" in line and "--registry-mirror" not in line
@@ -316,7 +319,7 @@ def test_a_base_that_cannot_be_pulled(project, registry, wheelhouse, mirror, doc
     else:
         where = f"{registry}/{TEST_NAMESPACE}-nothing-here"
     args = image_args(spec, work / "lock", where, wheelhouse, "--repository", f"{registry}/{TEST_NAMESPACE}/away-base")
-    proc = envbuild(*args, cwd=work)
+    proc = in_process(*args, cwd=work)
     assert proc.returncode == 3, proc.stderr[-3000:]
     line = one_error_line(proc)
     assert f"the base image {where}/nvidia/cuda:" in line and "cannot be pulled" in line
