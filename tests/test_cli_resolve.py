@@ -272,3 +272,18 @@ def test_human_output_and_exit_codes(tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     assert "Resolved stack" in good.stdout and good.stdout.rstrip().splitlines()[-1].startswith("verdict: ok")
     assert _cli(str(path), "--cuda", "ten").returncode == 2
+
+
+def test_a_package_name_that_carries_a_cuda_resolves_on_that_cuda():
+    # cupy-cuda102 is published for CUDA 10.2 only: the stack is that package on CUDA 10.2,
+    # not another CuPy package on the newest CUDA the driver runs
+    out = json.loads(_cli("--framework", "cupy-cuda102", "--gpu", "V100", "--driver", "470.82.01", "--json").stdout)
+    assert out["verdict"] == "ok"
+    assert out["resolved"]["cuda"] == "10.2"
+    assert out["resolved"]["frameworks"][0]["pip_requirements"] == ["cupy-cuda102==12.*"]
+    # cupy-cuda12x asks for CUDA 12, which driver 470 cannot run: a conflict with its fix,
+    # where the name used to be swapped silently for cupy-cuda11x
+    answer = _cli("--framework", "cupy-cuda12x", "--gpu", "V100", "--driver", "470.82.01", "--json")
+    out = json.loads(answer.stdout)
+    assert answer.returncode == 1 and out["verdict"] == "conflict"
+    assert [c["kind"] for c in out["conflicts"]] == ["driver_too_old"]

@@ -5,7 +5,7 @@ The runtime protocol below is what the resolver, the lock and the image stages a
 reads top to bottom by concern:
 
 * who it is: `name`, `order`, and `spelling` (the names and version labels specs write);
-* its matrix table, `matrices/<name>.yaml`: `row_type`, `rows(m)` and three shape facts;
+* its matrix table, `matrices/<name>.yaml`: `row_type`, `rows(m)` and its `shape`;
 * its builds: `builds`, `pins`, `wheel_groups`, `candidates`, `spelled_out_archs`,
   `windows_problem`;
 * `install` (images built around it) and `lock` (the package names a lock finds it by,
@@ -51,6 +51,15 @@ class Spelling:
         """What a pip local label of its own convention says (None: not one of its labels;
         the common ones, `cu121`, `cpu`, `rocm5.6`, are read by `envbuild.core.versions`)."""
         return None
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """What its matrix rows say by what they leave out, which the checks must know."""
+
+    versions_are_series: bool = False  # rows name major series ("13"), not releases
+    lists_platforms: bool = False  # rows list every platform built: a missing one is a fact
+    lists_archs: bool = False  # rows record compiled archs: a missing list is an unknown fact
 
 
 @dataclass(frozen=True)
@@ -159,9 +168,7 @@ class Framework:
 
     # --- its matrix table: matrices/<name>.yaml ------------------------------------------------
     row_type: type = Row  # the dataclass of its rows (a `envbuild.matrix.tables.Row`)
-    versions_are_series: bool = False  # rows name major series ("13"), not releases
-    lists_platforms: bool = False  # rows list every platform built: a missing one is a fact
-    lists_archs: bool = False  # rows record compiled archs: a missing list is an unknown fact
+    shape: TableShape = TableShape()
 
     def rows(self, m: Matrices) -> tuple:
         """Its rows of `m`, typed as `row_type`."""

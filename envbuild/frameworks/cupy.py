@@ -9,7 +9,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild.core.versions import parse_version
-from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, TableShape, View
 from envbuild.frameworks.build import Build, _minors_between, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
@@ -77,7 +77,7 @@ class Cupy(Framework):
         cpu_only=("cupy-cpu",),
     )
     row_type = CupyPackage
-    versions_are_series = True  # builds are per major series ("13"), see candidates()
+    shape = TableShape(versions_are_series=True)  # builds are per major series ("13"), see candidates()
     # conda-forge splits CuPy (13.0 on): `cupy` depends on `cupy-core` (the compiled code,
     # whose CUDA ties are only run_constrained) and on the CUDA libraries, so it is `cupy`
     # whose record shows the CUDA variant.

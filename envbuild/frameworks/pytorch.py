@@ -8,7 +8,7 @@ from packaging.version import Version
 
 from envbuild.core.values import major_minor
 from envbuild.core.versions import cuda_to_local
-from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
+from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, TableShape, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
 from envbuild.matrix.tables import Row
@@ -100,8 +100,7 @@ class PyTorch(Framework):
     order = 1
     spelling = Spelling(aliases=("torch", "pytorch-gpu"), cpu_only=("pytorch-cpu",))
     row_type = TorchBuild
-    lists_platforms = True  # rows name each platform a build was published for
-    lists_archs = True
+    shape = TableShape(lists_platforms=True, lists_archs=True)  # rows name each platform and arch built
     install = Install(base_family="pytorch", in_dlc=True)
     lock = LockNames(
         pip_names=("torch",), conda_packages=("pytorch",), has_cpu_builds=True,

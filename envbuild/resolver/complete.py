@@ -168,7 +168,7 @@ def _series_stand_in(name: str, constraint: Constraint, ix: Index, pin: CudaPin 
     nightly, dev or locally labelled build by its final release (inferred), and `X.Y` (= X.Y.0)
     of a series whose rows begin at X.Y.1 by the series. Returns (builds, warning)."""
     pinned = _pinned(constraint)  # `==0.4` (pip: exactly 0.4.0) included
-    if pinned is None or frameworks.get(name).versions_are_series:
+    if pinned is None or frameworks.get(name).shape.versions_are_series:
         return [], None
     versions = ix.versions.get(name, [])
     series = [v for v in versions if parse_version(v).release[:2] == pinned.release[:2]]

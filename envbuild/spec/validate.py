@@ -130,6 +130,16 @@ def canonical_framework(name: str) -> tuple[str, str | None] | None:
     return None
 
 
+def _named_cuda(implied: dict[str, tuple[str, tuple]]) -> str | None:
+    """The CUDA a framework package's own name asks for (`cupy-cuda102` -> 10.2, `cudf-cu12` ->
+    any 12.x), when the spec sets no `cuda`: that package exists for that CUDA only, so a stack
+    on another CUDA would install another package than the one asked for. `check_pins` has
+    made sure all such names agree. A `+cu` label is not taken here: it pins a build, which
+    the resolver matches itself."""
+    named = [implied_cuda for what, (implied_cuda, _path) in implied.items() if "+" not in what]
+    return named[0] if named else None
+
+
 class _Validator:
     def __init__(self, raw: RawSpec, gpu_check: GpuCheck | None = None):
         self.raw = raw
@@ -298,6 +308,8 @@ class _Validator:
         read = len(self.errors) == before  # what to resolve reads well: judge it as a whole
         if read:  # pins against each other
             collect(lambda: self.check_pins(implied, cuda, installer))
+        if read and cuda is None:
+            cuda = _named_cuda(implied)
         values = dict(
             cudnn=collect(lambda: self.version(("cudnn",), "cuDNN", parts=(1, 4), example='"8.9"')),
             python=collect(self.python),

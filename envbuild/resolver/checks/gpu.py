@@ -159,7 +159,7 @@ def _local_ptxas(b: Build, ix: Index):
 
 def _build_archs(b: Build, g: Gpu, ix: Index) -> list[Problem]:
     if b.archs is None:
-        if not frameworks.get(b.framework).lists_archs:
+        if not frameworks.get(b.framework).shape.lists_archs:
             return []
         return [unknown(f"the matrix has no compiled-architecture list for {b.label}", ("gpu_arch",),
                         framework=b.framework)]

@@ -23,7 +23,7 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
         if windows is not None:
             why, fact_text = windows
             return [Problem(ConflictKind.PLATFORM_UNSUPPORTED, why, (fact(fact_text, b.row),), framework=b.framework)]
-        if plugin.lists_platforms and plat not in b.platforms:
+        if plugin.shape.lists_platforms and plat not in b.platforms:
             return ruled + [unknown(f"the matrix does not list a win-64 build of {b.label}", ("platform",),
                                     framework=b.framework)]
         return ruled
@@ -40,7 +40,7 @@ def platform(b: Build, req: Request, ix: Index) -> list[Problem]:
 def unpublished(b: Build, plat: str) -> bool:
     """The rows list where `b` is published, and `plat` (not Windows, which has rules of
     its own) is not among them: a hard platform problem whatever else is found."""
-    return plat != "win-64" and plat not in b.platforms and frameworks.get(b.framework).lists_platforms
+    return plat != "win-64" and plat not in b.platforms and frameworks.get(b.framework).shape.lists_platforms
 
 
 def wheel_platform(b: Build, req: Request) -> list[Problem]:
