@@ -34,10 +34,17 @@ def _child(job: dict, out: str, err: str) -> None:
 
 
 def main() -> None:
-    import rattler  # noqa: F401  (imports only: nothing here starts a solver)
+    # Imports only: nothing here starts a solver. Everything `envbuild lock` imports is
+    # imported here once, so that no child spends its time importing (the command modules
+    # are imported lazily by the CLI, asyncio lazily by the solver loop).
+    import asyncio  # noqa: F401
+
+    import rattler  # noqa: F401
+    import rattler.exceptions  # noqa: F401
     import yaml  # noqa: F401
 
     import envbuild.cli  # noqa: F401
+    import envbuild.commands.lock  # noqa: F401
     import envbuild.lock.api  # noqa: F401
     import envbuild.lock.check  # noqa: F401
     import envbuild.resolver  # noqa: F401

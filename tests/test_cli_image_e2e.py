@@ -20,6 +20,7 @@ import pytest
 import requests
 import yaml
 
+from cli_support import in_process
 from envbuild.verify.probe_api import NO_GPU
 from image_support import TEST_NAMESPACE
 from test_ci_output import through_pty, validate
@@ -351,6 +352,7 @@ def test_verify_command_reports_static_pass_and_gpu_fail(pushed, no_gpu_host, tm
 
 
 # --- bad input along the same path: one line, non-zero exit, nothing lost -----------------------
+# These read what a command says and returns, so they run it in this process (cli_support).
 
 @pytest.fixture()
 def user_dir(tmp_path) -> tuple[Path, Path]:
@@ -362,7 +364,7 @@ def test_unknown_spec_key_is_one_line(user_dir):
     work, spec = user_dir
     spec.write_text(spec.read_text().replace("\nimage:", "\nimagee:"))
     for command in (("image", spec), ("dockerfile", spec, "-o", work / "ctx"), ("lock", spec)):
-        error = one_error_line(envbuild(*command, cwd=work))
+        error = one_error_line(in_process(*command, cwd=work))
         assert "unknown key 'imagee'" in error and "image" in error.split("did you mean", 1)[-1]
     assert not (work / "ctx").exists()
 
@@ -372,7 +374,7 @@ def test_lock_dir_that_is_not_a_folder_is_one_line(user_dir):
     (work / "lockfile.txt").write_text("not a folder\n")
     for command in (("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "lockfile.txt"),
                     ("lock", spec, "-o", work / "lockfile.txt")):
-        proc = envbuild(*command, cwd=work)
+        proc = in_process(*command, cwd=work)
         assert proc.returncode == 2 and "is not a folder" in one_error_line(proc)
     assert (work / "lockfile.txt").read_text() == "not a folder\n" and not (work / "ctx").exists()
 
@@ -380,17 +382,17 @@ def test_lock_dir_that_is_not_a_folder_is_one_line(user_dir):
 def test_missing_lock_dir_is_filled_with_a_fresh_lock(user_dir):
     """`--lock-dir` names where the lock lives; a folder that is not there yet gets one."""
     work, spec = user_dir
-    ok(envbuild("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "new" / "locks", cwd=work))
+    ok(in_process("dockerfile", spec, "-o", work / "ctx", "--lock-dir", work / "new" / "locks", cwd=work))
     assert (work / "new" / "locks" / "conda-lock.yml").is_file()
     assert (work / "ctx" / "envbuild" / "image" / "lock" / "conda-lock.yml").is_file()
 
 
 def test_unreachable_engine_is_one_line_and_keeps_the_lock(user_dir):
     work, spec = user_dir
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    ok(in_process("lock", spec, "-o", work / "lock", cwd=work))
     before = (work / "lock" / "conda-lock.yml").read_bytes()
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
-    proc = envbuild("image", spec, "--lock-dir", work / "lock", "--push", cwd=work, env=env)
+    proc = in_process("image", spec, "--lock-dir", work / "lock", "--push", cwd=work, env=env)
     assert proc.returncode == 3
     error = one_error_line(proc)
     assert "Docker engine is not running" in error and "DOCKER_HOST=unix:///nonexistent" in error
@@ -471,7 +473,7 @@ def test_push_credentials_are_checked_before_any_work(login, user_dir, auth_regi
         token = base64.b64encode(f"{user}:not-the-password".encode()).decode()
         (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
     env = {**os.environ, "DOCKER_CONFIG": str(config)}
-    proc = envbuild("image", spec, "--repository", f"{host}/{APP}-denied", "--push", "--json", cwd=work, env=env)
+    proc = in_process("image", spec, "--repository", f"{host}/{APP}-denied", "--push", "--json", cwd=work, env=env)
     assert proc.returncode == 3
     error = one_error_line(proc)
     assert f"registry {host} denied access" in error and f"docker login {host}" in error

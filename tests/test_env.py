@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_support import in_process
 from envbuild.core.model import Spec
 from envbuild.hostenv.request import Host, for_host
 from envbuild.infra.errors import EnvironmentProblem
@@ -67,6 +68,15 @@ def channel(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def train(channel, tmp_path_factory) -> dict:
+    """The default spec's environment, created once: the tests that only run commands in it
+    or read it share it (those that change it or its inputs make their own)."""
+    folder = tmp_path_factory.mktemp("train")
+    spec = conda_spec(folder, channel)
+    return {"folder": folder, "spec": spec, "created": env_json(envbuild("env", spec, "--json", cwd=folder))}
+
+
 def conda_spec(folder: Path, channel: Path, packages=("torch-check",), name: str = "train") -> Path:
     spec = {"name": name, "frameworks": {"pytorch": "2.4.1"}, "python": "3.11",
             "target": {"driver": "550.54.15", "gpus": ["A100"], "platform": "linux-64"},
@@ -90,9 +100,8 @@ def no_staging_left(prefix: Path) -> bool:
 # --- conda environments from the local channel ---------------------------------------------
 
 @pytest.mark.slow
-def test_a_conda_environment_runs_its_own_python(channel, tmp_path):
-    spec = conda_spec(tmp_path, channel)
-    data = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
+def test_a_conda_environment_runs_its_own_python(train):
+    tmp_path, spec, data = train["folder"], train["spec"], train["created"]
     prefix = tmp_path / ".envbuild" / "envs" / "train"  # the default: beside the spec, named after it
     assert data["action"] == "created" and Path(data["prefix"]).resolve() == prefix
     assert data["verdict"] in ("ok", "unverified") and (data["verdict"] == "ok") == (not data["unchecked"])
@@ -124,9 +133,8 @@ def test_a_project_folder_environment_needs_no_spec_argument(channel, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_second_env_with_an_unchanged_lock_does_nothing(channel, tmp_path):
-    spec = conda_spec(tmp_path, channel)
-    first = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
+def test_a_second_env_with_an_unchanged_lock_does_nothing(train):
+    tmp_path, spec, first = train["folder"], train["spec"], train["created"]
     prefix = Path(tmp_path / first["prefix"])
     marker = prefix / ".envbuild" / "env.json"
     before = (prefix.stat().st_ino, marker.stat().st_mtime_ns, marker.read_bytes())
@@ -191,7 +199,7 @@ def test_an_unverified_stack_is_installed_with_a_warning_and_refused_under_stric
     """A GPU the matrices do not know leaves its architecture unchecked: the environment is
     made, saying what was not checked; --strict refuses it before anything is written."""
     spec = conda_spec(tmp_path, channel)
-    strict = envbuild("env", spec, "--gpu", "Quantum 9000", "--strict", cwd=tmp_path)
+    strict = in_process("env", spec, "--gpu", "Quantum 9000", "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "Traceback" not in strict.stderr
     assert not (tmp_path / ".envbuild" / "envs" / "train").exists()
     proc = envbuild("env", spec, "--gpu", "Quantum 9000", "--json", cwd=tmp_path)
@@ -207,13 +215,13 @@ def test_a_prefix_holding_files_envbuild_did_not_write_is_refused(channel, tmp_p
     mine = tmp_path / "project"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine\n")
-    proc = envbuild("env", spec, "--prefix", mine, cwd=tmp_path)
+    proc = in_process("env", spec, "--prefix", mine, cwd=tmp_path)  # refusals only read: run here
     assert proc.returncode == 2
     assert "holds files envbuild did not write (notes.txt)" in error_line(proc)
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine\n"
     for bad, why in ((spec, "exists and is not a folder"), (tmp_path, "the current folder or a folder above it"),
                      (Path("/"), "the filesystem root")):
-        proc = envbuild("env", spec, "--prefix", bad, cwd=tmp_path)
+        proc = in_process("env", spec, "--prefix", bad, cwd=tmp_path)
         assert proc.returncode == 2 and why in error_line(proc)
     link = tmp_path / "link"
     link.symlink_to(mine)
@@ -233,9 +241,8 @@ def test_an_index_credential_is_never_written_into_the_environment(channel, tmp_
 
 
 @pytest.mark.slow
-def test_run_passes_the_exit_code_through(channel, tmp_path):
-    spec = conda_spec(tmp_path, channel)
-    ok(envbuild("env", spec, cwd=tmp_path))
+def test_run_passes_the_exit_code_through(train):
+    tmp_path, spec = train["folder"], train["spec"]
     assert envbuild("run", spec, "--", "python", "-c", "import sys; sys.exit(7)", cwd=tmp_path).returncode == 7
     quiet = envbuild("run", spec, "--", "python", "-c", "print('only this')", cwd=tmp_path)
     assert quiet.stdout == "only this\n" and quiet.stderr == ""  # a current environment adds nothing

@@ -170,7 +170,7 @@ def test_two_concurrent_locks_into_one_folder(project, run, tmp_path, layout, tr
         (target / "README.md").write_text("the user's file\n")
     waited = []
     for _ in range(trials):
-        hold = {"ENVBUILD_FAULT_HOLD": "0.2"}  # each writer holds its sealed set a moment: they meet
+        hold = {"ENVBUILD_FAULT_HOLD": "0.1"}  # each writer holds its sealed set a moment: they meet
         answers = run(lock_job(project["root"], "a", target, **hold), lock_job(project["root"], "b", target, **hold))
         assert [a["status"] for a in answers] == [0, 0], [a["stderr"] for a in answers]
         state = which(project, lock_set(target))
