@@ -78,8 +78,8 @@ class WheelTable:
     def for_build(self, b) -> Wheels | None:
         if b.installer != "pip" or not self.by_name:
             return None
-        key = (b.framework, b.version, b.package, b.extras, b.cuda_major, b.pypi_default,
-               getattr(b.row, "cupy_versions", None))
+        # what a plugin's wheel_groups reads: the build's release and names, and its row
+        key = (b.framework, b.version, b.package, b.extras, b.cuda_major, b.pypi_default, b.row)
         if key not in self._memo:
             self._memo[key] = self._make(b)
         return self._memo[key]
