@@ -178,7 +178,7 @@ def cycles() -> set[str]:
 
 
 def test_the_graph_sees_lazy_and_relative_imports():
-    # function-level imports count: commands._spec imports the host lazily, inside a function
+    # commands._spec imports the host (hostenv.hostinfo) to read --host: the edge is seen
     assert "envbuild.hostenv.hostinfo" in GRAPH["envbuild.commands._spec"]
     # `from envbuild.lock import folder` then `folder.update(...)`: the name used is seen
     assert "update" in GRAPH["envbuild.lock.base_record"]["envbuild.lock.folder"]
