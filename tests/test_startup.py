@@ -17,7 +17,10 @@ CHILD = """
 import contextlib, io, json, sys
 from envbuild.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
-    code = main(sys.argv[1:])
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:  # --version and --help end in argparse's exit
+        code = exc.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
@@ -54,9 +57,19 @@ def test_resolve_loads_no_heavy_library_and_no_other_command():
 
 
 def test_help_still_lists_every_command():
+    from envbuild.cli import COMMANDS
+
     done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
-    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
+    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init", "env", "run"):
         assert f"    {name}" in done.stdout
+        assert f"{name} {' '.join(COMMANDS[name].split()[:4])}" in " ".join(done.stdout.split())  # with its help
+
+
+def test_version_help_and_a_misspelt_command_import_no_command_module():
+    for args, expected in ((["--version"], 0), (["--help"], 0), (["-v", "--help"], 0), (["reslove"], 2), ([], 2)):
+        code, modules = _loaded(args)
+        assert code == expected, args
+        assert _hits(modules, ("envbuild.commands",)) == ["envbuild.commands"], args  # the package alone
 
 
 def test_resolve_reads_and_writes_no_cache_folder(tmp_path):

@@ -29,8 +29,6 @@ from envbuild.output.report import say_unchecked
 from envbuild.spec.cli_args import add_spec_arguments
 from envbuild.spec.validate import check_index_url
 
-HELP = "install the spec's environment on this host (venv or conda prefix), hash-checked; a no-op when current"
-
 
 def configure(parser) -> None:
     add_env_arguments(parser)

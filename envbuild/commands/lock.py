@@ -24,8 +24,6 @@ from envbuild.resolver import other_platforms, resolve
 from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 from envbuild.spec.validate import check_index_url
 
-HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
-
 
 def configure(parser) -> None:
     add_spec_arguments(parser, multi_platform=True)
