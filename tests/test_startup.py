@@ -72,6 +72,16 @@ def test_version_help_and_a_misspelt_command_import_no_command_module():
         assert _hits(modules, ("envbuild.commands",)) == ["envbuild.commands"], args  # the package alone
 
 
+def test_lock_loads_no_later_stage():
+    """The lock path (here `lock --check` of a pip recipe, which reads what `lock` reads
+    before it solves) needs neither the pipeline nor the Dockerfile, image and verify stages."""
+    code, modules = _loaded(["lock", str(ROOT / "recipes" / "cupy.yaml"), "-o", "no-lock-here", "--check"])
+    assert code == 1  # no lock there: out of date
+    assert _hits(modules, ("envbuild.pipeline", "envbuild.dockerfile.context", "envbuild.dockerfile.render",
+                           "envbuild.image.make", "envbuild.image.build", "envbuild.verify.runner",
+                           "envbuild.commands.image")) == []
+
+
 def test_resolve_reads_and_writes_no_cache_folder(tmp_path):
     """A cache folder anyone could have written to (a CI cache mount) is not read: FIFOs
     and a link to /dev/zero under the names earlier releases used for their caches would
@@ -115,6 +125,5 @@ def test_lock_loads_the_solver_only_to_solve(tmp_path):
     assert _hits(solving, ("conda_lock", "pydantic", "docker", "requests")) == []
     code, checking = _loaded(["lock", "spec.yaml", "-o", "lock", "--check"], cwd=tmp_path)
     assert code == 0
-    # (the standard library's TLS module may come with urllib.request, which the Dockerfile
-    # stage uses: pipeline imports every stage; the solver, conda-lock and requests never)
+    # (the solver, conda-lock and requests never)
     assert _hits(checking, ("rattler", "asyncio", "conda_lock", "pydantic", "requests")) == []
