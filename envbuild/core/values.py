@@ -110,6 +110,11 @@ class CudaVersion(_Value):
     def major_minor(self) -> str:
         return f"{self.major}.{self.minor}"
 
+    @property
+    def minor_version(self) -> CudaVersion:
+        """The major.minor as a value (12.4.1 -> 12.4): what tables keyed by CUDA minor hold."""
+        return self if self.patch is None else CudaVersion(self.major, self.minor)
+
     def __str__(self) -> str:
         return ".".join(map(str, self.release))
 
