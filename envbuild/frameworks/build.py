@@ -112,8 +112,8 @@ def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[CudaVersion]:
             v = CudaVersion.parse(r.version)
         except ValueError:
             continue
-        seen.add(CudaVersion(v.major, v.minor))
-    return sorted(seen)
+        seen.add((v.major, v.minor))
+    return [CudaVersion(major, minor) for major, minor in sorted(seen)]
 
 
 def _minors_between(minors: list[CudaVersion], lo: str, hi: str) -> list[CudaVersion]:

@@ -29,14 +29,14 @@ class Index:
     def __init__(self, m: Matrices):
         self.m = m
         self.minors = b._cuda_minors(m.cuda_releases)
-        # CUDA major.minor -> its releases, first (the x.y.0 / GA row) first, each with its driver
-        self.release_rows: dict[CudaVersion, list[tuple[CudaVersion, t.CudaRelease]]] = {}
+        # CUDA (major, minor) -> its releases, first (the x.y.0 / GA row) first, each with its driver
+        self.release_rows: dict[tuple[int, int], list[tuple[CudaVersion, t.CudaRelease]]] = {}
         for r in m.cuda_releases:
             try:
                 v = CudaVersion.parse(r.version)
             except ValueError:
                 continue
-            self.release_rows.setdefault(v.minor_version, []).append((v, r))
+            self.release_rows.setdefault((v.major, v.minor), []).append((v, r))
         for rows in self.release_rows.values():
             rows.sort(key=lambda vr: vr[0])
         self.memo = Memo()  # answers kept for the life of the index, one typed cache each
@@ -52,7 +52,8 @@ class Index:
         self._runs: dict = {}
         self.builds = Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
-        self.images = [(img, _image_cuda(img)) for img in m.base_images]
+        cudas = {text: _image_cuda(text) for text in {img.cuda for img in m.base_images}}  # a few dozen tags
+        self.images = [(img, cudas[img.cuda]) for img in m.base_images]
 
     def _builds(self, name: str) -> list[b.Build]:
         if name not in frameworks.names():
@@ -110,7 +111,7 @@ class Index:
     def native_need(self, cuda: CudaVersion) -> str | None:
         """The driver packaged with the first release of CUDA `cuda`'s major.minor: what
         an image's NVIDIA_REQUIRE_CUDA asks of the host."""
-        rows = self.release_rows.get(cuda.minor_version, [])
+        rows = self.release_rows.get((cuda.major, cuda.minor), [])
         return next((r.min_driver_linux for _v, r in rows if r.min_driver_linux), None)
 
     # --- GPU <-> toolkit ----------------------------------------------------------------------
@@ -192,9 +193,9 @@ def runs_on(sms, cc) -> bool:
     return any(s // 10 == cc.major and s % 10 <= cc.minor for s in sms)
 
 
-def _image_cuda(img: t.BaseImage) -> ImageCuda | None:
+def _image_cuda(text: str | None) -> ImageCuda | None:
     try:
-        return ImageCuda.parse(img.cuda) if img.cuda else None
+        return ImageCuda.parse(text) if text else None
     except ValueError:
         return None
 
@@ -202,38 +203,33 @@ def _image_cuda(img: t.BaseImage) -> ImageCuda | None:
 @dataclass(frozen=True)
 class ImageCuda:
     """The CUDA a base image carries: `version` as its tag states it (12.4 or 12.4.1), or a
-    major alone (`13`, RAPIDS' tags), then `version` is its x.0 and `major_only` is set."""
+    major alone (`13`, RAPIDS' tags), then `version` is its x.0 and `major_only` is set.
+    The base choice ranks every image of a family by `minor` and `newest_first`, so
+    both are made once, with the value."""
 
     version: CudaVersion
-    major_only: bool = False
+    major_only: bool
+    minor: CudaVersion  # its major.minor (x.0 for a major alone)
+    newest_first: tuple[int, ...]  # sort key: newer releases first (of one release, the shorter tag first)
 
     @classmethod
     def parse(cls, text: str) -> ImageCuda:
         if text.isascii() and text.isdigit():
-            return cls(CudaVersion(int(text), 0), major_only=True)
-        return cls(CudaVersion.parse(text))
+            version = CudaVersion(int(text), 0)
+            return cls(version, True, version, (-version.major,))
+        version = CudaVersion.parse(text)
+        return cls(version, False, version.minor_version, tuple(-x for x in version.release))
 
     @property
     def major(self) -> int:
         return self.version.major
 
-    @property
-    def minor(self) -> CudaVersion:
-        """Its major.minor (x.0 for a major alone)."""
-        return self.version.minor_version
-
     def fits(self, cuda: CudaVersion) -> bool:
         """Does it carry CUDA `cuda`'s major.minor? An image tagged with a major alone fits
         every minor of it."""
         if self.major_only:
-            return self.major == cuda.major
-        return self.minor == cuda.minor_version
-
-    @property
-    def newest_first(self) -> tuple[int, ...]:
-        """Sort key that puts newer releases first (of one release, the shorter tag first)."""
-        release = (self.major,) if self.major_only else self.version.release
-        return tuple(-x for x in release)
+            return self.version.major == cuda.major
+        return self.version.major == cuda.major and self.version.minor == cuda.minor
 
 
 class Lazy(dict):
