@@ -22,16 +22,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVICE_FIXTURES = {"services", "docker_client", "registry", "auth_registry", "base_image", "wheelhouse", "slurm_env",
                     "ci_linters", "browser"}
 SLOW_MARKERS = {"docker", "network"}
+# The services whose state tests share: the one Docker engine (its images and tags), the
+# registries (what a push finds there) and the one-node Slurm (its queue). Tests that use
+# them run one after another even when the suite runs on several CPUs (below).
+SHARED_SERVICE_FIXTURES = {"services", "docker_client", "registry", "auth_registry", "base_image", "wheelhouse",
+                           "slurm_env"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that needs a service or the internet is `slow` too, so that the inner
-    loop (`pytest -m "not slow"`) runs in a couple of minutes and without the services."""
+    loop (`pytest -m "not slow"`) runs in a couple of minutes and without the services.
+
+    With `-n N --dist loadgroup` (scripts/test.sh) the tests run on N worker processes, a
+    group to a worker: every test of the shared services is in one group, so none of them
+    runs beside another (a layer pushed by one would change what another's push uploads);
+    every other test is grouped with its file, so a module's fixtures are made once."""
     for item in items:
-        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) or any(
-                item.get_closest_marker(name) for name in SLOW_MARKERS):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SERVICE_FIXTURES & fixtures or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+        shared = SHARED_SERVICE_FIXTURES & fixtures or item.get_closest_marker("docker")
+        item.add_marker(pytest.mark.xdist_group("shared-services" if shared else item.path.name))
 
 
 def _services_env() -> dict[str, str]:
