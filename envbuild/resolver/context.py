@@ -196,9 +196,6 @@ class Lazy(dict):
         return self[key]
 
 
-_INDEXES: dict[int, tuple[Matrices, Index]] = {}
-
-
 def index(m: Matrices) -> Index:
-    """The index of `m`, built on first use (Matrices are immutable, so one per object)."""
-    return lookup.kept_for(m, _INDEXES, Index)
+    """The index of `m`, built on first use and kept with it (Matrices are immutable)."""
+    return m.derived(Index)
