@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,10 +71,15 @@ def _need(key: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def services() -> dict[str, str]:
-    """All ENVBUILD_TEST_* values written by scripts/services.sh."""
+def services() -> Iterator[dict[str, str]]:
+    """All ENVBUILD_TEST_* values written by scripts/services.sh. When the run ends, the
+    images it made are removed. Only the worker that runs the shared-services group takes
+    this fixture (pytest_collection_modifyitems), so no other worker's cleanup runs while
+    those tests still use their images."""
     _need("ENVBUILD_TEST_REGISTRY")
-    return _services_env()
+    started = time.time()
+    yield _services_env()
+    _remove_images_this_run_made(started)
 
 
 @pytest.fixture(scope="session")
@@ -115,19 +122,12 @@ def wheelhouse(services) -> Path:
     return path
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_images_this_run_made():
-    """At the end of the run, remove the images this run made: every tag under its
-    repository namespace (tests/image_support.TEST_NAMESPACE), then envbuild-built images
-    left untagged by a moved tag or a failed build since the run started. Images that
-    other runs use are never touched: their tags are elsewhere, and the engine refuses to
-    remove an image a container or a child image still uses."""
-    import time
-
-    started = time.time()
-    yield
-    if not _services_env().get("ENVBUILD_TEST_REGISTRY"):
-        return
+def _remove_images_this_run_made(started: float) -> None:
+    """Remove the images this run made: every tag under its repository namespace
+    (tests/image_support.TEST_NAMESPACE), then envbuild-built images left untagged by a
+    moved tag or a failed build since `started`. Images that other runs use are never
+    touched: their tags are elsewhere, and the engine refuses to remove an image a
+    container or a child image still uses."""
     import docker
 
     import image_support
