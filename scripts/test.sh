@@ -27,6 +27,8 @@ set -a; . .services/env; set +a
 export ENVBUILD_REQUIRE_SERVICES=1
 say "running pytest"
 rc=0
-python3 -m pytest "$@" || rc=$?
+# On every CPU: tests/conftest.py puts the tests of the shared engine, registries and
+# Slurm in one group, which one worker runs in order, and the others' files beside it.
+python3 -m pytest -n auto --dist loadgroup "$@" || rc=$?
 say "pytest exited with $rc"
 exit "$rc"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +24,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVICE_FIXTURES = {"services", "docker_client", "registry", "auth_registry", "base_image", "wheelhouse", "slurm_env",
                     "ci_linters", "browser"}
 SLOW_MARKERS = {"docker", "network"}
+# The services whose state tests share: the one Docker engine (its images and tags), the
+# registries (what a push finds there) and the one-node Slurm (its queue). Tests that use
+# them run one after another even when the suite runs on several CPUs (below).
+SHARED_SERVICE_FIXTURES = {"services", "docker_client", "registry", "auth_registry", "base_image", "wheelhouse",
+                           "slurm_env"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that needs a service or the internet is `slow` too, so that the inner
-    loop (`pytest -m "not slow"`) runs in a couple of minutes and without the services."""
+    loop (`pytest -m "not slow"`) runs in a couple of minutes and without the services.
+
+    With `-n N --dist loadgroup` (scripts/test.sh) the tests run on N worker processes, a
+    group to a worker: every test of the shared services is in one group, so none of them
+    runs beside another (a layer pushed by one would change what another's push uploads);
+    every other test is grouped with its file, so a module's fixtures are made once."""
     for item in items:
-        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) or any(
-                item.get_closest_marker(name) for name in SLOW_MARKERS):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SERVICE_FIXTURES & fixtures or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+        shared = SHARED_SERVICE_FIXTURES & fixtures or item.get_closest_marker("docker")
+        item.add_marker(pytest.mark.xdist_group("shared-services" if shared else item.path.name))
 
 
 def _services_env() -> dict[str, str]:
@@ -57,10 +71,15 @@ def _need(key: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def services() -> dict[str, str]:
-    """All ENVBUILD_TEST_* values written by scripts/services.sh."""
+def services() -> Iterator[dict[str, str]]:
+    """All ENVBUILD_TEST_* values written by scripts/services.sh. When the run ends, the
+    images it made are removed. Only the worker that runs the shared-services group takes
+    this fixture (pytest_collection_modifyitems), so no other worker's cleanup runs while
+    those tests still use their images."""
     _need("ENVBUILD_TEST_REGISTRY")
-    return _services_env()
+    started = time.time()
+    yield _services_env()
+    _remove_images_this_run_made(started)
 
 
 @pytest.fixture(scope="session")
@@ -103,19 +122,12 @@ def wheelhouse(services) -> Path:
     return path
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _remove_images_this_run_made():
-    """At the end of the run, remove the images this run made: every tag under its
-    repository namespace (tests/image_support.TEST_NAMESPACE), then envbuild-built images
-    left untagged by a moved tag or a failed build since the run started. Images that
-    other runs use are never touched: their tags are elsewhere, and the engine refuses to
-    remove an image a container or a child image still uses."""
-    import time
-
-    started = time.time()
-    yield
-    if not _services_env().get("ENVBUILD_TEST_REGISTRY"):
-        return
+def _remove_images_this_run_made(started: float) -> None:
+    """Remove the images this run made: every tag under its repository namespace
+    (tests/image_support.TEST_NAMESPACE), then envbuild-built images left untagged by a
+    moved tag or a failed build since `started`. Images that other runs use are never
+    touched: their tags are elsewhere, and the engine refuses to remove an image a
+    container or a child image still uses."""
     import docker
 
     import image_support

@@ -58,6 +58,7 @@ def test_the_mapping_form_states_facts_and_leaves_other_hashes_alone(tmp_path):
 
 @pytest.mark.parametrize("facts, says", [
     ({"cuda": "twelve"}, "malformed CUDA version 'twelve'"),
+    ({"cuda": "12.1234"}, "malformed CUDA version '12.1234'"),  # a version, but no CUDA release's form
     ({"flavour": "slim"}, "unknown flavour 'slim'"),
     ({"family": "ubuntu"}, "unknown base family 'ubuntu'"),
     ({"framework": "pytorch"}, "malformed framework 'pytorch'"),
@@ -134,6 +135,7 @@ def test_nothing_known_is_unverified_with_the_fix_and_refused_under_strict():
      {"cuda": "11.8", "flavour": "base"}),
     ({"CUDA_VERSION": "10.2.89", "CUDNN_VERSION": "7.6.5.32"}, {"cuda": "10.2.89", "cudnn": "7.6.5.32", "flavour": None}),
     ({"PYTHON_VERSION": "3.11.9"}, {"python": "3.11", "cuda": None}),
+    ({"CUDA_VERSION": "12.4.1.1", "PYTHON_VERSION": "3.11.9"}, {"cuda": None, "python": "3.11"}),  # not a CUDA form: unknown
     ({"PYTORCH_VERSION": "2.4.0.dev20240514"}, {"framework": "pytorch", "framework_version": "2.4.0.dev20240514"}),
 ])
 def test_what_an_image_config_env_says(env, facts):

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -340,15 +341,32 @@ def test_the_cupy_recipe_installs_from_pypi_and_imports_the_locked_cupy(tmp_path
 
 
 @pytest.mark.network
-def test_pip_packages_of_a_conda_environment_get_scripts_that_name_its_python(channel, tmp_path):
+@pytest.mark.parametrize("depth", ["short", "deep"])
+def test_pip_packages_of_a_conda_environment_get_scripts_that_name_its_python(channel, tmp_path, depth):
     """The lock's pip section goes into the conda prefix (from the real PyPI, hash-checked);
-    the console script pip writes names the final prefix's python, not the staging folder's."""
-    spec = tmp_path / "mixed.yaml"
+    the console script pip writes names the final prefix's python, not the staging folder's:
+    on its first line, or in a deep folder (a first line over 127 bytes) through /bin/sh.
+    The short folder is one of its own under /tmp: pytest's folders may be deep already."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as short:
+        work = Path(short) if depth == "short" else tmp_path / ("deep-" * 20)
+        work.mkdir(exist_ok=True)
+        _mixed_environment_scripts(channel, work, depth)
+
+
+def _mixed_environment_scripts(channel: Path, work: Path, depth: str) -> None:
+    spec = work / "mixed.yaml"
     spec.write_text(yaml.safe_dump({"name": "mixed", "frameworks": {"pytorch": "2.4.1"}, "python": "3.11",
                                     "target": {"driver": "550.54.15", "gpus": ["A100"]}, "installer": "conda",
                                     "channels": [channel.as_uri()], "packages": {"pip": ["tqdm==4.67.1"]}}))
-    data = env_json(envbuild("env", spec, "--json", cwd=tmp_path))
-    prefix = tmp_path / data["prefix"]
+    data = env_json(envbuild("env", spec, "--json", cwd=work))
+    prefix = work / data["prefix"]
     assert {"name": "tqdm", "version": "4.67.1", "manager": "pip"} in data["packages"]
-    assert (prefix / "bin" / "tqdm").read_text().startswith(f"#!{prefix}/bin/python\n")
-    assert ok(envbuild("run", spec, "--", "tqdm", "--version", cwd=tmp_path)).stdout.strip() == "4.67.1"
+    script = (prefix / "bin" / "tqdm").read_text()
+    python = f"{prefix}/bin/python"
+    if depth == "short":
+        assert script.startswith(f"#!{python}\n")
+    else:
+        assert len(f"#!{python}") > 127 and script.startswith(f"#!/bin/sh\n'''exec' '{python}' ")
+    assert ok(envbuild("run", spec, "--", "tqdm", "--version", cwd=work)).stdout.strip() == "4.67.1"
+    direct = subprocess.run([prefix / "bin" / "tqdm", "--version"], capture_output=True, text=True)
+    assert ok(direct).stdout.strip() == "4.67.1"

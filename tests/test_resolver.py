@@ -8,9 +8,10 @@ import pytest
 
 from envbuild import matrix
 from envbuild.core.model import FrameworkRequest, Spec
-from envbuild.core.values import ConflictKind
+from envbuild.core.values import ConflictKind, CudaVersion
 from envbuild.core.versions import parse_version
 from envbuild.resolver import resolve
+from envbuild.resolver.context import ImageCuda
 from envbuild.spec import load_spec
 
 M = matrix.load()
@@ -514,3 +515,12 @@ def test_kinds_are_conflict_kind_members_and_serialise_as_their_text(fields):
     assert reported or r.unchecked
     assert all(type(k) is ConflictKind for k in reported), reported
     assert [c["kind"] for c in json.loads(json.dumps(r.to_json()))["conflicts"]] == [str(c.kind) for c in r.conflicts]
+
+
+def test_an_image_tagged_with_a_major_alone_fits_every_minor_of_it():
+    assert ImageCuda.parse("13").fits(CudaVersion(13, 2)) and not ImageCuda.parse("13").fits(CudaVersion(12, 9))
+    assert ImageCuda.parse("12.4.1").fits(CudaVersion(12, 4)) and ImageCuda.parse("12.4").fits(CudaVersion(12, 4, 1))
+    assert not ImageCuda.parse("12.4.1").fits(CudaVersion(12, 5))
+    # newest release first; of one release, the shorter tag first (a major alone before its x.0)
+    tags = ["12.4.1", "13", "12.4", "13.0", "11.8"]
+    assert sorted(tags, key=lambda t: ImageCuda.parse(t).newest_first) == ["13", "13.0", "12.4", "12.4.1", "11.8"]

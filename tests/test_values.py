@@ -64,6 +64,15 @@ def test_cuda_version_orders_as_packaging(a, b):
 
 
 @SETTINGS
+@given(CUDAS)
+def test_cuda_minor_version_drops_only_the_patch(parts):
+    v = CudaVersion.parse(cuda_text(parts))
+    minor = v.minor_version
+    assert str(minor) == v.major_minor and minor.patch is None and minor <= v
+    assert (minor == v) == (parts[2] in (None, 0))
+
+
+@SETTINGS
 @given(DRIVER_TEXTS, DRIVER_TEXTS)
 def test_driver_version_round_trips_and_orders_numerically(x, y):
     assert str(DriverVersion.parse(x)) == x  # the zero padding stays: 450.36.06

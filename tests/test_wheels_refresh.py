@@ -43,7 +43,7 @@ def test_every_recipe_python_has_a_wheel_of_its_build(path):
     for f in r.resolved.frameworks:
         if f.installer != "pip":
             continue
-        build = next(b for b in ix.builds[f.name] if b.version == f.version and b.cuda == f.cuda
+        build = next(b for b in ix.builds[f.name] if b.version == f.version and str(b.cuda) == f.cuda
                      and b.installer == "pip")
         if build.wheels is not None:
             assert r.resolved.python in build.wheels.pythons(r.resolved.platform), (f, build.wheels.label)

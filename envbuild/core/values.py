@@ -11,6 +11,7 @@ Nothing here imports `packaging`: these are parsed on the CLI's start-up path.
 from __future__ import annotations
 
 import enum
+import functools
 
 __all__ = [
     "major_minor",
@@ -96,6 +97,7 @@ class CudaVersion(_Value):
         self._keyed(_padded(self.release))
 
     @classmethod
+    @functools.lru_cache(maxsize=1024)  # the matrices' few hundred texts, parsed once per process
     def parse(cls, text: str) -> CudaVersion:
         found = _numbers(str(text).strip(), (3, 3, 4))
         if found is None or len(found) < 2:
@@ -109,6 +111,11 @@ class CudaVersion(_Value):
     @property
     def major_minor(self) -> str:
         return f"{self.major}.{self.minor}"
+
+    @property
+    def minor_version(self) -> CudaVersion:
+        """The major.minor as a value (12.4.1 -> 12.4): what tables keyed by CUDA minor hold."""
+        return self if self.patch is None else CudaVersion(self.major, self.minor)
 
     def __str__(self) -> str:
         return ".".join(map(str, self.release))

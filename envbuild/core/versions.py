@@ -19,6 +19,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envbuild.core import specifiers
+from envbuild.core.values import CudaVersion
 
 __all__ = [
     "Constraint",
@@ -96,9 +97,9 @@ def pypi_form(requirement: str) -> str:
     return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
 
 
-def cuda_to_local(cuda: str) -> str:
+def cuda_to_local(cuda: str | CudaVersion) -> str:
     """`12.1` (or `12.1.1`) -> `cu121`."""
-    release = parse_version(cuda).release
+    release = cuda.release if isinstance(cuda, CudaVersion) else parse_version(cuda).release
     minor = release[1] if len(release) > 1 else 0
     if minor > 9:
         raise ValueError(f"CUDA {cuda} has no cuXYZ wheel label")

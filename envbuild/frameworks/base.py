@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envbuild.core.package_sets import package_set
+from envbuild.core.values import CudaVersion
 from envbuild.core.versions import LocalLabel
 from envbuild.matrix import Matrices, typed_rows
 from envbuild.matrix.tables import Row
@@ -70,7 +71,7 @@ class Install:
     base_family: str | None = None  # the base image family built around it (matrices/base_images.yaml)
     in_dlc: bool = False  # AWS Deep Learning Containers carry it
 
-    def needs_devel(self, cuda: str) -> str | None:
+    def needs_devel(self, cuda: CudaVersion) -> str | None:
         """Why an image for it on CUDA `cuda` must be a devel flavour, or None."""
         return None
 

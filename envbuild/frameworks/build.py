@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from envbuild import matrix
 from envbuild.core import specifiers
-from envbuild.core.values import ComputeCapability, major_minor
+from envbuild.core.values import ComputeCapability, CudaVersion
 from envbuild.core.versions import parse_version
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import pythons
@@ -37,7 +37,7 @@ class Build:
     framework: str  # canonical: pytorch | tensorflow | jax | rapids | cupy
     version: str
     installer: str  # pip | conda
-    cuda: str  # the CUDA variant, major.minor
+    cuda: CudaVersion  # the CUDA variant, major.minor
     variant: str  # how the variant is named where it is installed: "+cu121", "cudatoolkit=10.2", "cuda12"
     row: t.Row  # the matrix row behind it (source, inferred, secondary)
     pythons: frozenset[str] | None  # None = not read
@@ -45,7 +45,7 @@ class Build:
     archs: tuple[str, ...] | None = None  # compiled archs (sm_XX / compute_XX); None = not read
     cudnn: str | None = None  # cuDNN the build was compiled with
     cudnn_min: str | None = None  # cuDNN the build needs at least (JAX)
-    cuda_min: str | None = None  # oldest CUDA minor of its major whose libraries it accepts (JAX)
+    cuda_min: CudaVersion | None = None  # oldest CUDA minor of its major whose libraries it accepts (JAX)
     platforms: tuple[str, ...] = ("linux-64",)
     bundles_runtime: bool = True  # the package brings its own CUDA runtime (pip nvidia-* / conda cudatoolkit)
     driver_min: str | None = None  # a framework-stated driver floor (JAX, RAPIDS docs)
@@ -66,15 +66,15 @@ class Build:
     # companion packages, TensorFlow's Windows build): a frozen value the plugin defines
     extras: Hashable = None
     v: Version = field(default=None)  # type: ignore[assignment]
-    cuda_v: Version = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cuda, CudaVersion):  # a plugin parses its row's text once, into the value
+            raise TypeError(f"Build.cuda must be a CudaVersion, not {self.cuda!r}")
         object.__setattr__(self, "v", parse_version(self.version))
-        object.__setattr__(self, "cuda_v", parse_version(self.cuda))
 
     @property
     def cuda_major(self) -> int:
-        return self.cuda_v.release[0]
+        return self.cuda.major
 
     def published_pythons(self, platform: str) -> frozenset[str] | None:
         """The Pythons published on `platform`: those with a wheel when the index was read
@@ -104,17 +104,18 @@ def _pythons(text: str | None) -> frozenset[str] | None:
                      if specifiers.admits(text, p, True) or specifiers.admits(text, f"{p}.9", True))
 
 
-def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[str]:
-    seen = {}
+def _cuda_minors(releases: tuple[t.CudaRelease, ...]) -> list[CudaVersion]:
+    """The CUDA major.minors NVIDIA released, oldest first: the variants of ranged rows."""
+    seen = set()
     for r in releases:
         try:
-            v = parse_version(r.version)
+            v = CudaVersion.parse(r.version)
         except ValueError:
             continue
-        seen[major_minor(v)] = True
-    return sorted(seen, key=parse_version)
+        seen.add((v.major, v.minor))
+    return [CudaVersion(major, minor) for major, minor in sorted(seen)]
 
 
-def _minors_between(minors: list[str], lo: str, hi: str) -> list[str]:
-    lo_v, hi_v = parse_version(lo), parse_version(hi)
-    return [m for m in minors if lo_v <= parse_version(m) <= hi_v]
+def _minors_between(minors: list[CudaVersion], lo: str, hi: str) -> list[CudaVersion]:
+    lo_v, hi_v = CudaVersion.parse(lo), CudaVersion.parse(hi)
+    return [m for m in minors if lo_v <= m <= hi_v]

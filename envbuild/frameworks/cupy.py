@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from envbuild.core.values import CudaVersion
 from envbuild.core.versions import parse_version
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, TableShape, View
 from envbuild.frameworks.build import Build, _minors_between, _pythons
@@ -33,7 +34,7 @@ class CupyPackage(Row):
 @dataclass(frozen=True)
 class CupyInstall(Install):
     def needs_devel(self, cuda):
-        if parse_version(cuda) >= Version("12.2"):
+        if cuda >= CudaVersion(12, 2):
             return f"CuPy on CUDA {cuda} compiles kernels with NVRTC, which needs the CUDA headers of a devel image"
         return None
 
@@ -150,9 +151,9 @@ class Cupy(Framework):
         return [table.matching(b.package, admits)], False
 
 
-def _conda_variant(minor: str) -> str:
+def _conda_variant(minor: CudaVersion) -> str:
     """What selects the CUDA of conda-forge's cupy: cudatoolkit for 11.x, cuda-version after."""
-    return f"cudatoolkit={minor}" if parse_version(minor).release[0] < 12 else f"cuda-version={minor}"
+    return f"cudatoolkit={minor}" if minor.major < 12 else f"cuda-version={minor}"
 
 
 def _range_end(text: str) -> str:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envbuild.core.versions import LocalLabel, parse_version
+from envbuild.core.values import CudaVersion
+from envbuild.core.versions import LocalLabel
 from envbuild.frameworks.base import Framework, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix import wheels as w
@@ -113,11 +114,11 @@ class Jax(Framework):
     def builds(self, m, minors):
         out = []
         for r in self.rows(m):
-            floors = dict(r.cuda_min)
+            floors = {major: CudaVersion.parse(floor) for major, floor in r.cuda_min}
             for major in r.cuda_majors:
                 extra = next((e for e in r.pip_extras if e.startswith(f"cuda{major}") and "local" not in e), None)
                 extra = extra or next((e for e in r.pip_extras if e.startswith(f"cuda{major}")), f"cuda{major}")
-                for minor in (m for m in minors if parse_version(m).release[0] == major):
+                for minor in (m for m in minors if m.major == major):
                     out.append(Build(
                         framework=self.name, version=r.version, installer="pip", cuda=minor, variant=f"jax[{extra}]",
                         row=r, pythons=_pythons(r.python), python_text=r.python, cudnn_min=r.cudnn_min,

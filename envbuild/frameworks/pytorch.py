@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from envbuild.core.values import major_minor
+from envbuild.core.values import CudaVersion, major_minor
 from envbuild.core.versions import cuda_to_local
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, TableShape, View
 from envbuild.frameworks.build import Build, _pythons
@@ -118,7 +118,7 @@ class PyTorch(Framework):
             if not r.cuda:
                 continue  # CPU rows are never chosen
             out.append(Build(
-                framework=self.name, version=r.version, installer=r.installer, cuda=r.cuda,
+                framework=self.name, version=r.version, installer=r.installer, cuda=CudaVersion.parse(r.cuda),
                 variant=r.package or (f"+{cuda_to_local(r.cuda)}" if r.installer == "pip" else f"cuda {r.cuda}"),
                 row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
                 platforms=tuple(r.platforms), package=r.package, index_url=r.index_url,

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from envbuild.core.values import CudaVersion
 from envbuild.frameworks.base import Framework, Install, LockNames, Pins, Refresh, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix.tables import Row
@@ -68,7 +69,7 @@ class TensorFlow(Framework):
             if not r.cuda:
                 continue
             out.append(Build(
-                framework=self.name, version=r.version, installer="pip", cuda=r.cuda,
+                framework=self.name, version=r.version, installer="pip", cuda=CudaVersion.parse(r.cuda),
                 variant=f"tensorflow[{r.pip_extra}]" if r.pip_extra else f"CUDA {r.cuda}",
                 row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
                 platforms=("linux-64", "win-64") if r.windows_gpu else ("linux-64",),

@@ -108,18 +108,26 @@ def install_conda(stage: Path, final: Path, lock_dir: Path, platform: str, progr
     return installed
 
 
+# How an installer names a console script's python: on the first line, or, where that line
+# would pass the kernel's 127-byte limit (a deep folder) or holds a space, through /bin/sh.
+SCRIPT_HEADS = ("#!{}/", "#!/bin/sh\n'''exec' '{}/")
+
+
 def point_scripts_at(stage: Path, final: Path) -> None:
     """Scripts pip-installed into a conda prefix name its python by absolute path: the
     staging folder's. Make them name the final prefix's (conda's packages already do)."""
-    old, new = f"#!{stage}/".encode(), f"#!{final}/".encode()
+    heads = [(head.format(stage).encode(), head.format(final).encode()) for head in SCRIPT_HEADS]
+    longest = max(len(old) for old, _new in heads)
     for path in (stage / "bin").iterdir():
         if path.is_symlink() or not path.is_file():
             continue
         with open(path, "rb") as handle:
-            head = handle.read(len(old))
-        if head == old:
-            data = path.read_bytes()
-            path.write_bytes(new + data[len(old):])
+            start = handle.read(longest)
+        for old, new in heads:
+            if start.startswith(old):
+                data = path.read_bytes()
+                path.write_bytes(new + data[len(old):])
+                break
 
 
 class _RattlerProgress:

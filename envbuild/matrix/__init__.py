@@ -23,8 +23,9 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -32,6 +33,8 @@ from envbuild.core.model import GPU_HOST_PLATFORMS
 from envbuild.infra.paths import COMPILED_MATRICES, MATRICES_DIR, compiled_matrices
 from envbuild.matrix import tables as t
 from envbuild.matrix.gpu_match import GpuIndex, build_index
+
+T = TypeVar("T")
 
 # Bump when the meaning of a table changes, so that lockfiles and image tags made
 # with older data are recognised as stale.
@@ -109,6 +112,19 @@ class Matrices:
     # Not from the files: the row of the one base image a spec names outside the catalog
     # (or with facts stated about it), added for that resolve (envbuild.resolver.named_base)
     named_base: t.BaseImage | None = None
+    # What code derives from these tables (the resolver's index, the GPU look-ups), each
+    # made on first use and kept with the tables it came from (`derived`). Not data: a copy
+    # made with `dataclasses.replace` (a named base image added) starts without any.
+    _derived: dict[Callable[[Matrices], Any], Any] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False)
+
+    def derived(self, make: Callable[[Matrices], T]) -> T:
+        """`make(self)`, made once for these tables. `make` is a module-level function or
+        class (it is the key: each place that derives something passes the same one)."""
+        found = self._derived.get(make)
+        if found is None:
+            found = self._derived[make] = make(self)
+        return found
 
 
 def _freeze(value: Any) -> Any:

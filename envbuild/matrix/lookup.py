@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from packaging.version import Version
 
@@ -21,7 +19,6 @@ from envbuild.matrix import Matrices, load
 from envbuild.matrix import gpu_match
 from envbuild.matrix.tables import BaseImage, CudaRelease, DriverArchitecture, Gpu, MinorCompat
 
-T = TypeVar("T")
 
 _AWS_ECR = re.compile(r"^(763104351884\.dkr\.ecr\.)([a-z0-9-]+)(\.amazonaws\.com/)")
 
@@ -71,23 +68,12 @@ class _Answers:
     releases_by_prefix: dict[tuple[int, ...], list[CudaRelease]] | None = None  # (12,), (12, 4) -> rows, oldest first
 
 
-_ANSWERS: dict[int, tuple[Matrices, _Answers]] = {}
-
-
-def kept_for(m: Matrices, kept: dict[int, tuple[Matrices, T]], make: Callable[[Matrices], T]) -> T:
-    """`make(m)`, made once per loaded matrices and kept in `kept`. The matrices are found
-    by identity (hashing their tables would cost more than most answers), and the object
-    is held with its answer: an id may be reused once its object is gone."""
-    found = kept.get(id(m))
-    if found is None or found[0] is not m:
-        if len(kept) > 16:
-            kept.clear()
-        found = kept[id(m)] = (m, make(m))
-    return found[1]
-
-
 def _answers(m: Matrices) -> _Answers:
-    return kept_for(m, _ANSWERS, lambda _m: _Answers())
+    return m.derived(_new_answers)
+
+
+def _new_answers(_m: Matrices) -> _Answers:
+    return _Answers()
 
 
 def _gpu_index(m: Matrices) -> gpu_match.GpuIndex:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from envbuild import frameworks, matrix
 from envbuild.core.model import (BUILD_PLATFORMS, Conflict, Fact, Resolution, ResolvedFramework, ResolvedStack, Spec,
                             Unchecked, Warning)
-from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.values import ConflictKind, CudaVersion, major_minor
 from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import Build
 from envbuild.resolver import base as base_image
@@ -235,10 +235,7 @@ def _without_row(o: Outcome, req: Request, ix: Index) -> list[Problem]:
     ruled = families.platform_problems(ix, o.name, version, label, req.platform, req.python)
     if any(p.kind == ConflictKind.PLATFORM_UNSUPPORTED for p in ruled):
         return ruled
-    cuda = o.pin.short if o.pin is not None and o.pin.minor is not None else None
-    if o.pin is not None and cuda is None:
-        cuda = str(o.pin.major)
-    out = ruled + families.era_problems(ix, o.name, version, label, req, cuda)
+    out = ruled + families.era_problems(ix, o.name, version, label, req, o.pin)
     out += checks.label_cudnn(o.name, req, o.pin)
     if o.pin is not None:
         out += _bare_cuda(req, ix, o.pin, framework=o.name)
@@ -266,7 +263,7 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     pin = pin or req.cuda
     if pin is None:
         return out
-    cuda = pin.short if pin.minor is not None else _newest_minor(ix, pin.major)
+    cuda = pin.version if pin.minor is not None else _newest_minor(ix, pin.major)
     if cuda is None:
         return out
     if req.driver and framework is not None:
@@ -297,13 +294,13 @@ def _bare_cuda(req: Request, ix: Index, pin=None, framework: str | None = None) 
     return out
 
 
-def _framework_driver(req: Request, ix: Index, cuda: str, framework: str, major_only: bool) -> list[Problem]:
+def _framework_driver(req: Request, ix: Index, cuda: CudaVersion, framework: str, major_only: bool) -> list[Problem]:
     """A framework build for CUDA `cuda` against the host driver (minor-version
     compatibility included); for a major alone, its oldest minor's floor."""
     if req.platform.startswith("osx"):
         return []
     if major_only:
-        minors = [m for m in ix.minors if parse_version(m).release[0] == parse_version(cuda).release[0]]
+        minors = [m for m in ix.minors if m.major == cuda.major]
         cuda = minors[0] if minors else cuda
     rule = ix.driver_rule(cuda, req.platform)
     if rule.driver is None or req.driver >= ix.drivers[rule.driver]:
@@ -317,8 +314,8 @@ def _framework_driver(req: Request, ix: Index, cuda: str, framework: str, major_
         framework=framework, hints=Hints(driver=rule.driver, max_cuda=have.cuda))]
 
 
-def _newest_minor(ix: Index, major: int) -> str | None:
-    minors = [m for m in ix.minors if parse_version(m).release[0] == major]
+def _newest_minor(ix: Index, major: int) -> CudaVersion | None:
+    minors = [m for m in ix.minors if m.major == major]
     return minors[-1] if minors else None
 
 
@@ -361,10 +358,10 @@ def _complete(a: Analysis, choice: Choice) -> None:
             frameworks.append(_resolved(b, constraint.local))
     have = ix.driver_cuda(req.driver, req.platform) if req.driver else None
     a.stack = ResolvedStack(
-        frameworks=tuple(frameworks), cuda=cuda,
+        frameworks=tuple(frameworks), cuda=_text(cuda),
         cudnn=_cudnn(req, builds),
-        python=python, driver=str(req.driver) if req.driver else None, max_driver_cuda=have.cuda if have else None,
-        driver_cuda=have.native_cuda if have else None,
+        python=python, driver=str(req.driver) if req.driver else None, max_driver_cuda=_text(have and have.cuda),
+        driver_cuda=_text(have and have.native_cuda),
         gpus=tuple(g.resolved for g in req.gpus), platform=req.spec.platform, installer=str(choice.installer),
         channels=_channels(req, builds, choice.installer), base_image=image)
 
@@ -378,12 +375,17 @@ def _cudnn(req: Request, builds: list[Build]) -> str | None:
     return next((b.cudnn for b in builds if b.cudnn), None)
 
 
-def _env_cuda(req: Request, builds: list[Build], ix: Index) -> str | None:
+def _text(cuda: CudaVersion | None) -> str | None:
+    """A CUDA version as the resolution writes it."""
+    return str(cuda) if cuda else None
+
+
+def _env_cuda(req: Request, builds: list[Build], ix: Index) -> CudaVersion | None:
     """The environment's CUDA: what a build that loads the system CUDA needs, else the
     spec's pin, else the first framework's variant."""
     system = next((b for b in builds if not b.bundles_runtime), None)
     if req.cuda is not None and req.cuda.minor is not None:
-        return req.cuda.short
+        return req.cuda.version
     if system is not None:
         return system.cuda
     if builds:
@@ -399,7 +401,7 @@ def _minor_compat_notes(req: Request, ix: Index, builds: list[Build]) -> list[Pr
     out = []
     have = ix.driver_cuda(req.driver, req.platform)
     for b in builds:
-        if have.native_cuda and parse_version(b.cuda) > parse_version(have.native_cuda):
+        if have.native_cuda and b.cuda > have.native_cuda:
             out.append(Problem(ConflictKind.MINOR_VERSION_COMPAT,
                                f"driver {req.driver} runs {b.framework}'s CUDA {b.cuda} through minor-version "
                                f"compatibility only (natively up to {have.native_cuda}); PTX JIT of code newer than "
@@ -420,7 +422,7 @@ def _channels(req: Request, builds: list[Build], installer: str) -> tuple[str, .
 
 def _resolved(b: Build, label: str | None = None) -> ResolvedFramework:
     conda, pip, index_url = frameworks.get(b.framework).pins(b, label)
-    return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=b.cuda,
+    return ResolvedFramework(name=b.framework, version=b.version, installer=b.installer, cuda=str(b.cuda),
                              conda_specs=conda, pip_requirements=pip, pip_index_url=index_url,
                              pypi_default=b.pypi_default and b.installer == "pip",
                              archs=frameworks.get(b.framework).spelled_out_archs(b.archs), cudnn=b.cudnn)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from envbuild import frameworks
-from envbuild.core.values import ComputeCapability
+from envbuild.core.values import ComputeCapability, CudaVersion
 from envbuild.resolver.checks import gpu_runs_build
 from envbuild.resolver.context import index
 
@@ -49,7 +49,8 @@ def grid(m: Any, framework: str, rows: list, gpus: list[dict[str, Any]],
     for row in grouped.values():
         row["cells"] = _cells(row["archs"])
         columns |= {ComputeCapability.parse(sm) for sm in row["cells"]}
-        row["runs"] = {str(cc): _runs(row["archs"], row["cuda"], cc, ix) for cc in ccs}
+        cuda = CudaVersion.parse(row["cuda"])
+        row["runs"] = {str(cc): _runs(row["archs"], cuda, cc, ix) for cc in ccs}
     archs = [{"sm": f"sm_{cc.sm}", "compute_capability": str(cc),
               "gpus": [g["name"] for g in gpus if g.get("compute_capability") == str(cc)]} for cc in sorted(columns)]
     return {"verdict": "ok", "query": "grid", "matrix_version": m.version, "framework": framework, "filters": dict(filters or {}),
@@ -68,7 +69,7 @@ def _cells(archs: list[str] | None) -> dict[str, str]:
     return dict(sorted(cells.items(), key=lambda item: ComputeCapability.parse(item[0])))
 
 
-def _runs(archs: list[str] | None, cuda: str, cc: ComputeCapability, ix: Any) -> dict[str, Any]:
+def _runs(archs: list[str] | None, cuda: CudaVersion, cc: ComputeCapability, ix: Any) -> dict[str, Any]:
     """How a GPU of `cc` runs the row, as resolve judges it (`verdict`: sass, ptx, cannot or
     unlisted), the code it runs (`via`: the sm_ binary or compute_ PTX) and why not."""
     verdict = gpu_runs_build(archs, cuda, cc, ix)

@@ -57,8 +57,7 @@ class WheelTable:
                 continue
             self.by_name.setdefault(r.package, []).append((v, r))
             self.by_release.setdefault((r.package, v), []).append(r)
-        self._pythons: dict[int, dict[str, frozenset[str] | None]] = {}  # id(row) -> platform -> Pythons
-        self._memo: dict = {}
+        self._memo: dict[tuple, Wheels | None] = {}  # a build's release, names and row -> its wheels
 
     def exact(self, name: str, version: str) -> list[t.WheelRelease]:
         try:
@@ -68,12 +67,6 @@ class WheelTable:
 
     def matching(self, name: str, admits) -> list[t.WheelRelease]:
         return [r for v, r in self.by_name.get(name, ()) if admits(v)]
-
-    def row_pythons(self, r: t.WheelRelease, platform: str) -> frozenset[str] | None:
-        found = self._pythons.get(id(r))
-        if found is None:
-            found = self._pythons[id(r)] = {p: pythons_on(r.wheels, p) for p in PLATFORMS}
-        return found[platform]
 
     def for_build(self, b) -> Wheels | None:
         if b.installer != "pip" or not self.by_name:
@@ -93,7 +86,7 @@ class WheelTable:
         for plat in PLATFORMS:
             sets = []
             for group in groups:
-                found = [self.row_pythons(r, plat) for r in group]
+                found = [pythons_on(r.wheels, plat) for r in group]
                 union = frozenset().union(*(f for f in found if f))
                 sets.append(union if any(found) else None)
             if all(s is not None for s in sets):

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from packaging.version import Version
 
 from envbuild import frameworks
 from envbuild.core import specifiers
 from envbuild.core.model import CUSTOM_FAMILY, BaseImageChoice
 from envbuild.core.package_sets import package_frozenset
-from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.values import ConflictKind, CudaVersion, major_minor
 from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import Build
 from envbuild.matrix import tables as t
 from envbuild.matrix.lookup import installer_python_min, installer_runs_on
-from envbuild.resolver.context import Index, fact
+from envbuild.resolver.context import ImageCuda, Index, fact
 from envbuild.resolver.named_base import catalog_image
 from envbuild.resolver.problem import NO_HINTS, Hints, Problem, unknown
 from envbuild.resolver.request import Request
@@ -46,7 +45,7 @@ def _pkg_name(text: str) -> str:
     return "".join(ch for ch in text.split("=")[0].split("<")[0].split(">")[0].split("[")[0] if not ch.isspace()).lower()
 
 
-def needs_devel(req: Request, builds: list[Build], cuda: str | None) -> str | None:
+def needs_devel(req: Request, builds: list[Build], cuda: CudaVersion | None) -> str | None:
     """Why the image must be a devel flavour, or None."""
     for pkg in (*req.spec.conda_packages, *req.spec.pip_packages):
         # packages that build CUDA code at install or run time need nvcc (a devel image)
@@ -65,20 +64,13 @@ def _carries(family: str, b: Build) -> bool:
     return plugin.install.in_dlc if family == "dlc" else plugin.install.base_family == family
 
 
-def _same_cuda(img_cuda: Version, cuda: str) -> bool:
-    """An image tagged with only a major ("13", RAPIDS) fits every minor of it."""
-    if len(img_cuda.release) == 1:
-        return img_cuda.release[0] == parse_version(cuda).release[0]
-    return major_minor(img_cuda) == major_minor(parse_version(cuda))
-
-
-def _serves(img_cuda: Version, b: Build) -> bool:
+def _serves(img_cuda: ImageCuda, b: Build) -> bool:
     """Can an image with CUDA `img_cuda` host build `b`?"""
     if b.bundles_runtime:
-        return img_cuda.release[0] == b.cuda_major
+        return img_cuda.major == b.cuda_major
     if b.cuda_major < 11:
-        return major_minor(img_cuda) == b.cuda
-    return img_cuda.release[0] == b.cuda_major
+        return img_cuda.minor == b.cuda
+    return img_cuda.major == b.cuda_major
 
 
 def find_image(ix: Index, ref: str) -> t.BaseImage | None:
@@ -102,7 +94,7 @@ def family_filter(req: Request, ix: Index):
             return []
         for img, cuda in ix.images:
             if img.family == family and (img.framework or "").lower() == b.framework and cuda is not None \
-                    and _same_version(img.framework_version, b.version) and _same_cuda(cuda, b.cuda) \
+                    and _same_version(img.framework_version, b.version) and cuda.fits(b.cuda) \
                     and req.platform in img.platforms:
                 return []
         return [Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
@@ -125,7 +117,8 @@ def carries_resolved_build(m, base: BaseImageChoice, framework, row: t.BaseCarri
     img = catalog_image(m.base_images, base.ref)
     if img is None or (img.framework or "").lower() != framework.name or not framework.cuda or not img.cuda:
         return False
-    return _same_version(img.framework_version, framework.version) and _same_cuda(parse_version(img.cuda), framework.cuda) \
+    return _same_version(img.framework_version, framework.version) \
+        and ImageCuda.parse(img.cuda).fits(CudaVersion.parse(framework.cuda)) \
         and specifiers.admits(row.releases, framework.version, True)
 
 
@@ -153,7 +146,7 @@ def _python_fact(ix: Index, img: t.BaseImage):
     return fact(f"{img.ref}: Python {img.python}", img)
 
 
-def _no_python_match(req: Request, ix: Index, family: str, cuda: str | None, skipped: list[t.BaseImage],
+def _no_python_match(req: Request, ix: Index, family: str, cuda: CudaVersion | None, skipped: list[t.BaseImage],
                      builds: list[Build]) -> Problem:
     """A pip environment whose Python no otherwise fitting image runs."""
     have = {}
@@ -182,7 +175,7 @@ def _installer_floor_fact(ix: Index, installer: str):
     return fact(f"envbuild's {installer} installer runs on python3 >= {row.python_min}", row)
 
 
-def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None, skipped: list[t.BaseImage],
+def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: CudaVersion | None, skipped: list[t.BaseImage],
                           builds: list[Build], installer: str) -> Problem:
     """Every otherwise fitting image has a python3 too old for the in-image installer."""
     have = {}
@@ -205,7 +198,7 @@ def _installer_cannot_run(req: Request, ix: Index, family: str, cuda: str | None
         framework=blamed.framework if blamed else None, hints=hints)
 
 
-def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
+def choose(req: Request, ix: Index, builds: list[Build], cuda: CudaVersion | None, python: str | None,
            installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     """The base image for `builds`, or the problems that leave none. Memoised on what it
     reads: the targets of a fleet mostly end on the same builds."""
@@ -219,7 +212,7 @@ def choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pytho
     return image, list(problems)
 
 
-def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, python: str | None,
+def _choose(req: Request, ix: Index, builds: list[Build], cuda: CudaVersion | None, python: str | None,
             installer: str) -> tuple[BaseImageChoice | None, list[Problem]]:
     if req.platform not in ("linux-64", "linux-aarch64"):
         return None, []
@@ -231,7 +224,6 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     family = "cuda" if req.spec.base == "auto" else req.spec.base
     devel_why = needs_devel(req, builds, cuda)
     native = ix.driver_cuda(req.driver, req.platform).native_cuda if req.driver else None
-    native_v = parse_version(native) if native else None
     carrier = next((b for b in builds if _carries(family, b)), None)
     runs_installer: dict[str | None, bool] = {}  # image python -> installer_runs_on
     options = []
@@ -240,11 +232,11 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
             continue
         if img.flavour == "base" and builds:
             continue  # only cudart: frameworks need cuBLAS/cuFFT/cuDNN
-        if native_v is not None and cuda_mm > native_v:
+        if native is not None and cuda_mm > native:
             continue  # the container toolkit would refuse it on this driver
         if carrier is not None:
             if (img.framework or "").lower() != carrier.framework or not _same_version(img.framework_version, carrier.version) \
-                    or not _same_cuda(img_cuda, carrier.cuda):
+                    or not img_cuda.fits(carrier.cuda):
                 continue
             if img.python and major_minor(parse_version(img.python)) != python and (
                     req.python or carrier.pythons_on(req.platform) is None
@@ -254,7 +246,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
             continue
         if not all(_serves(img_cuda, b) for b in builds):
             continue
-        if cuda and not builds and major_minor(img_cuda) != major_minor(parse_version(cuda)):
+        if cuda and not builds and img_cuda.minor != cuda.minor_version:
             continue
         runs = runs_installer.get(img.python)
         if runs is None:
@@ -266,7 +258,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
                 and major_minor(parse_version(img.python)) not in allowed:
             python_skipped.append(img)  # the venv would run another Python than the lock's
             continue
-        exact = cuda is not None and _same_cuda(img_cuda, cuda)
+        exact = cuda is not None and img_cuda.fits(cuda)
         options.append(((not exact, _FLAVOUR_RANK.get(img.flavour, 2), *rank_tail), img, img_cuda))
     if not options and python_skipped:
         return None, [_no_python_match(req, ix, family, cuda, python_skipped, builds)]
@@ -297,7 +289,7 @@ def _choose(req: Request, ix: Index, builds: list[Build], cuda: str | None, pyth
     return _choice(img, why), []
 
 
-def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, Version, tuple]]:
+def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseImage, ImageCuda, tuple]]:
     """The catalog's images of `family` for `platform` that state their CUDA, in catalog
     order, each with what `_choose` compares of it: (its CUDA's major.minor, (the newest-first
     keys of its CUDA and its OS release)). Memoised: the 382 rows are mostly of other
@@ -305,15 +297,10 @@ def _family_images(ix: Index, family: str, platform: str) -> list[tuple[t.BaseIm
     key = (family, platform)
     found = ix.memo.family_images.get(key)
     if found is None:
-        found = ix.memo.family_images[key] = [(img, img_cuda, (parse_version(major_minor(img_cuda)), (_num(img_cuda), _os_rank(img))))
+        found = ix.memo.family_images[key] = [(img, img_cuda, (img_cuda.minor, (img_cuda.newest_first, _os_rank(img))))
                                 for img, img_cuda in ix.images
                                 if img.family == family and platform in img.platforms and img_cuda is not None]
     return found
-
-
-def _num(v: Version) -> tuple:
-    """Sort key that puts newer releases first."""
-    return tuple(-x for x in v.release)
 
 
 def _os_rank(img: t.BaseImage) -> tuple:
@@ -330,12 +317,12 @@ def _choice(img: t.BaseImage, why: str) -> BaseImageChoice:
                            python=img.python, os=img.os, source=img.source, why=why)
 
 
-def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, installer: str
+def _explicit(req: Request, ix: Index, builds: list[Build], cuda: CudaVersion | None, installer: str
               ) -> tuple[BaseImageChoice | None, list[Problem]]:
     ref = req.spec.base_image
     img = find_image(ix, ref)
     problems: list[Problem] = _unchecked(req, ix, img, builds, cuda, installer)
-    img_cuda = parse_version(img.cuda) if img.cuda else None
+    img_cuda = ImageCuda.parse(img.cuda) if img.cuda else None
     facts = (fact(f"{img.ref}: CUDA {img.cuda}, flavour {img.flavour}", img),)
     if img_cuda is not None:
         for b in builds:
@@ -345,17 +332,17 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
                     f"{b.label} needs CUDA {b.cuda if not b.bundles_runtime and b.cuda_major < 11 else str(b.cuda_major) + '.x'} "
                     f"libraries, but the base image {img.ref} carries CUDA {img.cuda}, so the base image or the "
                     f"{b.framework} build must move", facts, framework=b.framework))
-        if not builds and cuda and major_minor(img_cuda) != major_minor(parse_version(cuda)):
+        if not builds and cuda and img_cuda.minor != cuda.minor_version:
             problems.append(Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH,
                                     f"the base image {img.ref} carries CUDA {img.cuda}; you asked for CUDA {cuda}, so "
                                     f"one of them must move", facts))
         if req.driver:
             have = ix.driver_cuda(req.driver, req.platform)
-            if have.native_cuda and parse_version(major_minor(img_cuda)) > parse_version(have.native_cuda):
-                need = ix.native_need(major_minor(img_cuda))
+            if have.native_cuda and img_cuda.minor > have.native_cuda:
+                need = ix.native_need(img_cuda.minor)
                 problems.append(Problem(
                     ConflictKind.DRIVER_TOO_OLD,
-                    f"the base image {img.ref} declares CUDA {major_minor(img_cuda)}, which the NVIDIA container toolkit "
+                    f"the base image {img.ref} declares CUDA {img_cuda.minor}, which the NVIDIA container toolkit "
                     f"checks against the host driver; driver {req.driver} supports CUDA up to {have.native_cuda}, so "
                     f"upgrade the driver{f' to >= {need}' if need else ''} or use an image with CUDA <= {have.native_cuda}",
                     facts + (fact(have.rule, None),), hints=Hints(driver=need)))
@@ -364,7 +351,7 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: str | None, in
                                 f"the base image {img.ref} is a -base flavour with only the CUDA runtime; "
                                 f"{', '.join(b.framework for b in builds)} need the CUDA libraries of a runtime image, "
                                 f"so the base image must move", facts))
-    devel_why = needs_devel(req, builds, major_minor(img_cuda) if img_cuda else cuda)
+    devel_why = needs_devel(req, builds, img_cuda.minor if img_cuda else cuda)
     if devel_why and img.flavour in ("base", "runtime"):
         problems.append(Problem(ConflictKind.BASE_IMAGE_CUDA_MISMATCH, f"{devel_why}; {img.ref} is {img.flavour}, so the base "
                                 f"image must move to a devel flavour", facts))
@@ -392,7 +379,7 @@ def _why_named(ix: Index, img: t.BaseImage) -> str:
     return f"given in the spec: {img.family} base, {known or 'no facts known'} ({img.source})"
 
 
-def _unchecked(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], cuda: str | None,
+def _unchecked(req: Request, ix: Index, img: t.BaseImage, builds: list[Build], cuda: CudaVersion | None,
                installer: str) -> list[Problem]:
     """What could not be checked on an image outside the catalog because a fact it rests on
     is unknown: unchecked links (the resolution is then `unverified`, refused under

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from envbuild import frameworks
-from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.values import ConflictKind, CudaVersion, major_minor
 from envbuild.core.versions import Constraint, parse_version
 from envbuild.frameworks.build import Build, known_pythons
 from envbuild.resolver import checks, families
@@ -138,7 +138,7 @@ def _selected(name: str, constraint: Constraint, pin: CudaPin | None, ix: Index)
             candidates = [b for b in ix.builds.get(name, []) if b.version in wanted]
         if not candidates:
             candidates, stand_in = _series_stand_in(name, constraint, ix, pin)
-        newest_first = all((a.v, a.cuda_v) >= (b.v, b.cuda_v) for a, b in zip(candidates, candidates[1:]))
+        newest_first = all((a.v, a.cuda) >= (b.v, b.cuda) for a, b in zip(candidates, candidates[1:]))
         found = ix.memo.selected[key] = Selected(candidates, stand_in, newest_first)
     return found
 
@@ -280,7 +280,7 @@ def _asked(pin: CudaPin | None, b: Build) -> str:
 
 def _variants(builds: list[Build]) -> str:
     """`cudatoolkit 9.2, 10.1, 10.2` / `CUDA 11.8, 12.1 (+cu118, +cu121)`."""
-    cudas = sorted({b.cuda for b in builds}, key=parse_version)
+    cudas = [str(c) for c in sorted({b.cuda for b in builds})]
     heads = {b.variant.split("=")[0] for b in builds if b.installer == "conda" and "=" in b.variant}
     if len(heads) == 1:
         return f"{heads.pop()} {', '.join(cudas)}"
@@ -342,7 +342,7 @@ def _combine(outcomes: list[Outcome], req: Request) -> tuple[Choice | None, list
                 if same in newest and newest[same] > py_v:
                     continue  # the same builds with a newer Python scored higher
                 newest[same] = py_v
-                score = (tuple(b.v for b in picks), tuple(b.cuda_v for b in picks), py_v, -installers.index(installer))
+                score = (tuple(b.v for b in picks), tuple(b.cuda for b in picks), py_v, -installers.index(installer))
                 if best_score is None or score > best_score:
                     best_score = score
                     best = Choice({o.name: b for o, b in zip(usable, picks)}, py, installer)
@@ -375,7 +375,7 @@ def _installer_order(outcomes: list[Outcome]) -> list[str]:
     return ["conda", "pip"] if any(frameworks.get(o.name).install.conda_first for o in outcomes) else ["pip", "conda"]
 
 
-def _key(b: Build, installer: str):
+def _key(b: Build, installer: str) -> CudaVersion | int:
     return b.cuda if installer == "conda" else b.cuda_major
 
 
@@ -389,7 +389,7 @@ def _by_shared_key(pools: list[list[Build]], installer: str) -> list[list[list[B
         grouped.append(by_key)
     common = set(grouped[0]).intersection(*grouped[1:])
     return [[by_key[k] for by_key in grouped]
-            for k in sorted(common, key=lambda k: parse_version(str(k)), reverse=True)]
+            for k in sorted(common, reverse=True)]
 
 
 def _why_apart(outcomes: list[Outcome], req: Request) -> Problem:

@@ -6,13 +6,11 @@ lookups by key, so a resolve only does dictionary reads and tuple comparisons.
 from __future__ import annotations
 
 import functools
-
-from packaging.version import Version
+from dataclasses import dataclass
 
 from envbuild import frameworks
 from envbuild.core.model import Fact
-from envbuild.core.values import DriverVersion, major_minor
-from envbuild.core.versions import parse_version
+from envbuild.core.values import CudaVersion, DriverVersion
 from envbuild.frameworks import build as b
 from envbuild.matrix import Matrices, lookup
 from envbuild.matrix import tables as t
@@ -31,22 +29,22 @@ class Index:
     def __init__(self, m: Matrices):
         self.m = m
         self.minors = b._cuda_minors(m.cuda_releases)
-        # CUDA major.minor -> its first release (the x.y.0 / GA row) and that row's driver
-        self.release_rows: dict[str, list[t.CudaRelease]] = {}
+        # CUDA (major, minor) -> its releases, first (the x.y.0 / GA row) first, each with its driver
+        self.release_rows: dict[tuple[int, int], list[tuple[CudaVersion, t.CudaRelease]]] = {}
         for r in m.cuda_releases:
             try:
-                key = major_minor(parse_version(r.version))
+                v = CudaVersion.parse(r.version)
             except ValueError:
                 continue
-            self.release_rows.setdefault(key, []).append(r)
+            self.release_rows.setdefault((v.major, v.minor), []).append((v, r))
         for rows in self.release_rows.values():
-            rows.sort(key=lambda r: parse_version(r.version))
+            rows.sort(key=lambda vr: vr[0])
         self.memo = Memo()  # answers kept for the life of the index, one typed cache each
         self._driver_rules: dict = {}
         self._driver_cudas: dict = {}
         self.drivers = Lazy(DriverVersion.parse)  # the matrices' driver texts, parsed once
         self.arch_ranges = [
-            (parse_version(r.cuda_min), parse_version(r.cuda_max), frozenset(int(s) for s in r.sms), r)
+            (CudaVersion.parse(r.cuda_min), CudaVersion.parse(r.cuda_max), frozenset(int(s) for s in r.sms), r)
             for r in m.cuda_arch
         ]
         self._toolkits: dict = {}
@@ -54,14 +52,15 @@ class Index:
         self._runs: dict = {}
         self.builds = Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
-        self.images = [(img, _image_cuda(img)) for img in m.base_images]
+        cudas = {text: _image_cuda(text) for text in {img.cuda for img in m.base_images}}  # a few dozen tags
+        self.images = [(img, cudas[img.cuda]) for img in m.base_images]
 
     def _builds(self, name: str) -> list[b.Build]:
         if name not in frameworks.names():
             return []
         made = frameworks.get(name).builds(self.m, self.minors)
         # best first: newest release, then newest CUDA, then pip before conda
-        made.sort(key=lambda x: (x.v, x.cuda_v, x.installer == "pip"), reverse=True)
+        made.sort(key=lambda x: (x.v, x.cuda, x.installer == "pip"), reverse=True)
         return self.attach_wheels(made)
 
     @functools.cached_property
@@ -95,40 +94,40 @@ class Index:
         return frozenset(g.compute_capability for g in self.m.gpus)
 
     # --- CUDA <-> driver (the rules live in envbuild.matrix.lookup; memoised here) --------
-    def driver_rule(self, cuda: str, platform: str):
+    def driver_rule(self, cuda: CudaVersion, platform: str):
         key = (cuda, platform)
         found = self._driver_rules.get(key)
         if found is None:
-            found = self._driver_rules[key] = lookup.min_driver_for_cuda(self.m, cuda, platform)[1]
+            found = self._driver_rules[key] = lookup.min_driver_for_cuda(self.m, str(cuda), platform)[1]
         return found
 
-    def driver_cuda(self, driver: DriverVersion, platform: str):
+    def driver_cuda(self, driver: DriverVersion, platform: str) -> DriverCudas:
         key = (driver, platform)
         found = self._driver_cudas.get(key)
         if found is None:
-            found = self._driver_cudas[key] = lookup.max_cuda_for_driver(self.m, str(driver), platform)[1]
+            found = self._driver_cudas[key] = DriverCudas.read(lookup.max_cuda_for_driver(self.m, str(driver), platform)[1])
         return found
 
-    def native_need(self, cuda: str) -> str | None:
-        """The driver packaged with the first release of CUDA `cuda` (major.minor): what
+    def native_need(self, cuda: CudaVersion) -> str | None:
+        """The driver packaged with the first release of CUDA `cuda`'s major.minor: what
         an image's NVIDIA_REQUIRE_CUDA asks of the host."""
-        rows = self.release_rows.get(major_minor(parse_version(cuda)), [])
-        return next((r.min_driver_linux for r in rows if r.min_driver_linux), None)
+        rows = self.release_rows.get((cuda.major, cuda.minor), [])
+        return next((r.min_driver_linux for _v, r in rows if r.min_driver_linux), None)
 
     # --- GPU <-> toolkit ----------------------------------------------------------------------
     # Each answer depends only on its arguments and the data, so it is computed once per
     # Index: a fleet asks the same questions for every GPU of every build.
-    def toolkit_sms(self, cuda: str) -> tuple[frozenset[int], t.Row] | None:
+    def toolkit_sms(self, cuda: CudaVersion) -> tuple[frozenset[int], t.Row] | None:
         try:
             return self._toolkits[cuda]
         except KeyError:
             pass
-        v = parse_version(major_minor(parse_version(cuda)))
+        v = cuda.minor_version
         found = next(((sms, row) for lo, hi, sms, row in self.arch_ranges if lo <= v <= hi), None)
         self._toolkits[cuda] = found
         return found
 
-    def toolkit_runs_on(self, cuda: str, cc) -> bool:
+    def toolkit_runs_on(self, cuda: CudaVersion, cc) -> bool:
         """Does code of the CUDA `cuda` toolkit run on a GPU of compute capability `cc`?
         (False when the matrix has no architecture list for it.)"""
         runs = self.toolkit_runs(cuda)
@@ -138,14 +137,14 @@ class Index:
             found = runs[cc] = sms is not None and runs_on(sms[0], cc)
         return found
 
-    def toolkit_runs(self, cuda: str) -> dict:
+    def toolkit_runs(self, cuda: CudaVersion) -> dict:
         """compute capability -> `toolkit_runs_on(cuda, it)`, filled as GPUs are asked about."""
         found = self._runs.get(cuda)
         if found is None:
             found = self._runs[cuda] = {}
         return found
 
-    def sm_span(self, cc) -> tuple[Version | None, Version | None, Version | None]:
+    def sm_span(self, cc) -> tuple[CudaVersion | None, CudaVersion | None, CudaVersion | None]:
         """For a GPU of compute capability `cc`: the first and the last toolkit with native
         code for it (major.minor), and the first whose code it runs at all (an sm_80
         binary runs on sm_86)."""
@@ -154,18 +153,38 @@ class Index:
             native = [(lo, hi) for lo, hi, sms, _r in self.arch_ranges if cc.sm in sms]
             runnable = [lo for lo, _hi, sms, _r in self.arch_ranges if runs_on(sms, cc)]
             found = self._sm_spans[cc] = (
-                parse_version(major_minor(min(lo for lo, _ in native))) if native else None,
-                parse_version(major_minor(max(hi for _, hi in native))) if native else None,
+                min(lo for lo, _ in native).minor_version if native else None,
+                max(hi for _, hi in native).minor_version if native else None,
                 min(runnable) if runnable else None)
         return found
 
-    def min_cuda_for_sm(self, sm: int) -> str | None:
+    def min_cuda_for_sm(self, sm: int) -> CudaVersion | None:
         found = [lo for lo, _hi, sms, _r in self.arch_ranges if sm in sms]
-        return major_minor(min(found)) if found else None
+        return min(found).minor_version if found else None
 
-    def max_cuda_for_sm(self, sm: int) -> str | None:
+    def max_cuda_for_sm(self, sm: int) -> CudaVersion | None:
         found = [hi for _lo, hi, sms, _r in self.arch_ranges if sm in sms]
-        return major_minor(max(found)) if found else None
+        return max(found).minor_version if found else None
+
+
+@dataclass(frozen=True)
+class DriverCudas:
+    """The newest CUDA (major.minor) a driver runs, as the checks compare it: `cuda` with
+    minor-version compatibility, `native_cuda` by its packaged driver (what nvidia-smi
+    reports); `rule` says why."""
+
+    cuda: CudaVersion | None
+    native_cuda: CudaVersion | None
+    rule: str
+    source: str
+    inferred: bool = False
+    secondary: bool = False
+
+    @classmethod
+    def read(cls, found: lookup.DriverCuda) -> DriverCudas:
+        return cls(CudaVersion.parse(found.cuda) if found.cuda else None,
+                   CudaVersion.parse(found.native_cuda) if found.native_cuda else None,
+                   found.rule, found.source, found.inferred, found.secondary)
 
 
 def runs_on(sms, cc) -> bool:
@@ -174,11 +193,43 @@ def runs_on(sms, cc) -> bool:
     return any(s // 10 == cc.major and s % 10 <= cc.minor for s in sms)
 
 
-def _image_cuda(img: t.BaseImage) -> Version | None:
+def _image_cuda(text: str | None) -> ImageCuda | None:
     try:
-        return parse_version(img.cuda) if img.cuda else None
+        return ImageCuda.parse(text) if text else None
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class ImageCuda:
+    """The CUDA a base image carries: `version` as its tag states it (12.4 or 12.4.1), or a
+    major alone (`13`, RAPIDS' tags), then `version` is its x.0 and `major_only` is set.
+    The base choice ranks every image of a family by `minor` and `newest_first`, so
+    both are made once, with the value."""
+
+    version: CudaVersion
+    major_only: bool
+    minor: CudaVersion  # its major.minor (x.0 for a major alone)
+    newest_first: tuple[int, ...]  # sort key: newer releases first (of one release, the shorter tag first)
+
+    @classmethod
+    def parse(cls, text: str) -> ImageCuda:
+        if text.isascii() and text.isdigit():
+            version = CudaVersion(int(text), 0)
+            return cls(version, True, version, (-version.major,))
+        version = CudaVersion.parse(text)
+        return cls(version, False, version.minor_version, tuple(-x for x in version.release))
+
+    @property
+    def major(self) -> int:
+        return self.version.major
+
+    def fits(self, cuda: CudaVersion) -> bool:
+        """Does it carry CUDA `cuda`'s major.minor? An image tagged with a major alone fits
+        every minor of it."""
+        if self.major_only:
+            return self.version.major == cuda.major
+        return self.version.major == cuda.major and self.version.minor == cuda.minor
 
 
 class Lazy(dict):
@@ -196,9 +247,6 @@ class Lazy(dict):
         return self[key]
 
 
-_INDEXES: dict[int, tuple[Matrices, Index]] = {}
-
-
 def index(m: Matrices) -> Index:
-    """The index of `m`, built on first use (Matrices are immutable, so one per object)."""
-    return lookup.kept_for(m, _INDEXES, Index)
+    """The index of `m`, built on first use and kept with it (Matrices are immutable)."""
+    return m.derived(Index)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from envbuild.core import specifiers
-from envbuild.core.values import ComputeCapability, ConflictKind, major_minor
+from envbuild.core.values import ComputeCapability, ConflictKind, CudaVersion
 from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import known_pythons
 from envbuild.matrix import tables as t
@@ -79,9 +79,10 @@ def era_gpu_floors(ix: Index, framework: str, version: Version | None) -> tuple[
                  if not r.platform and r.min_compute_capability)
 
 
-def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, cuda: str | None,
+def era_problems(ix: Index, framework: str, version: Version | None, label: str, req, pin,
                  gpus_only: bool = False, gpus=None):
-    """Rules of an era: the oldest GPU, the CUDA range and the cuDNN floor of its GPU builds.
+    """Rules of an era: the oldest GPU, the CUDA range (against `pin`, the CUDA the request
+    pins: a CudaPin, maybe a major alone) and the cuDNN floor of its GPU builds.
     With `gpus_only`, just the oldest GPU (for release rows that do not state one). `gpus`
     are the GPUs judged, by default the request's known ones."""
     out = []
@@ -101,19 +102,18 @@ def era_problems(ix: Index, framework: str, version: Version | None, label: str,
                                                       f"{r.min_compute_capability}", r),), framework=framework))
         if gpus_only:
             continue
-        if cuda and (r.cuda_min or r.cuda_max):
-            v = parse_version(cuda)
-            low_ok = not r.cuda_min or _at_least(v, parse_version(r.cuda_min))
-            high_ok = not r.cuda_max or _at_least(parse_version(r.cuda_max), v)
+        if pin is not None and (r.cuda_min or r.cuda_max):
+            low_ok = not r.cuda_min or _at_least(pin, CudaVersion.parse(r.cuda_min))
+            high_ok = not r.cuda_max or _at_most(pin, CudaVersion.parse(r.cuda_max))
             if not (low_ok and high_ok):
                 span = f"CUDA {r.cuda_min or '?'}..{r.cuda_max or 'newer'}"
                 out.append(Problem(
                     ConflictKind.FRAMEWORK_CUDA_MISMATCH,
-                    f"{label}: GPU builds of {framework} {r.releases} cover {span}; you asked for CUDA {cuda}, so the "
+                    f"{label}: GPU builds of {framework} {r.releases} cover {span}; you asked for CUDA {pin.short}, so the "
                     f"CUDA version or the {framework} version must move",
                     (fact(f"{framework} {r.releases}: {span}", r),), framework=framework))
-        if r.local_ptxas and cuda and len(parse_version(cuda).release) >= 2:
-            out += ptxas_problems(ix, r, label, cuda, req.known_gpus if gpus is None else gpus)
+        if r.local_ptxas and pin is not None and pin.version is not None:
+            out += ptxas_problems(ix, r, label, pin.version, req.known_gpus if gpus is None else gpus)
         if r.cudnn_min and req.cudnn is not None:
             if tuple(req.cudnn) < parse_version(r.cudnn_min).release[:len(req.cudnn)]:
                 out.append(Problem(
@@ -131,7 +131,7 @@ def local_ptxas_rule(ix: Index, framework: str, version: Version | None) -> t.Fa
     return next((r for r in rules_for(ix, framework, version, None) if r.local_ptxas and not r.platform), None)
 
 
-def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -> list:
+def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: CudaVersion, gpus) -> list:
     """The GPUs whose exact architecture the ptxas of the local CUDA `cuda` toolkit does not
     know. Binary compatibility does not help here: XLA asks ptxas for the GPU's own sm_XY
     (Ada's sm_89 and Hopper's sm_90 need the ptxas of CUDA 11.8)."""
@@ -145,7 +145,7 @@ def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -
             continue  # known to its ptxas, or no code of that toolkit runs on it (the toolkit link says so)
         first = ix.min_cuda_for_sm(g.sm)
         need = f"the ptxas of CUDA >= {first}" if first else "a ptxas that knows it"
-        facts = (fact(f"CUDA {major_minor(parse_version(cuda))} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),
+        facts = (fact(f"CUDA {cuda.major_minor} compiles for sm_{', sm_'.join(str(s) for s in sorted(sms))}", row),
                  fact(f"{rule.framework} {rule.releases or '(every release)'} JIT-compiles with the local toolkit's "
                       f"ptxas", rule))
         if rule.local_ptxas == "slow":
@@ -164,10 +164,14 @@ def ptxas_problems(ix: Index, rule: t.FamilyRule, label: str, cuda: str, gpus) -
     return out
 
 
-def _at_least(a: Version, b: Version) -> bool:
-    """`a >= b` comparing only the parts both state (CUDA "11" covers every 11.x)."""
-    n = min(len(a.release), len(b.release))
-    return a.release[:n] >= b.release[:n]
+def _at_least(pin, floor: CudaVersion) -> bool:
+    """Is the pinned CUDA at or above `floor`? A major alone ("11") covers every 11.x."""
+    return pin.major >= floor.major if pin.version is None else pin.version >= floor
+
+
+def _at_most(pin, ceiling: CudaVersion) -> bool:
+    """Is the pinned CUDA at or below `ceiling`? A major alone ("11") covers every 11.x."""
+    return pin.major <= ceiling.major if pin.version is None else pin.version <= ceiling
 
 
 def _pythons(spec: str) -> list[str]:

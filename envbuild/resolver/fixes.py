@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from envbuild.core.model import Fix, Resolution, Spec
-from envbuild.core.values import ConflictKind
+from envbuild.core.values import ConflictKind, CudaVersion
 from envbuild.core.versions import cuda_to_local, parse_constraint, parse_version
 from envbuild.resolver import checks
 from envbuild.resolver.problem import Problem
@@ -119,7 +119,7 @@ def _driver_moves(spec: Spec, p: Problem):
     if spec.base_image:
         yield from _base_moves(spec, p)
     if p.hints.max_cuda and spec.cuda and not spec.frameworks:
-        yield f"use CUDA {p.hints.max_cuda}, the newest this driver runs", {"cuda": p.hints.max_cuda}
+        yield f"use CUDA {p.hints.max_cuda}, the newest this driver runs", {"cuda": str(p.hints.max_cuda)}
 
 
 def _gpu_arch_moves(spec: Spec, p: Problem):
@@ -205,16 +205,15 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
     ix, req = a.ix, a.req
     same = [b for b in _by_version(ix, outcome.name).get(nearest.version, ())
             if spec.installer is None or b.installer == spec.installer]
-    wanted = parse_version(req.cuda.short if req.cuda else nearest.cuda)
+    wanted = (req.cuda.version or CudaVersion(req.cuda.major, 0)) if req.cuda else nearest.cuda
     # Only variants that clear every other link of this build are worth a resolve: a
     # numerically near variant that lacks the GPU's kernels is no fix.
     passing = {b.cuda for b in same if checks.passes(b, req, ix, None)}
     # A driver limit means "not newer than": prefer the newest variant under it.
     limit = p.hints.max_cuda
-    cudas = sorted(passing, key=lambda c: (abs(_num(c) - _num(str(wanted))), -_num(c)))
+    cudas = sorted(passing, key=lambda c: (abs(_num(c) - _num(wanted)), -_num(c)))
     if limit:
-        cudas = [c for c in sorted(passing, key=parse_version, reverse=True)
-                 if parse_version(c) <= parse_version(limit)]
+        cudas = [c for c in sorted(passing, reverse=True) if c <= limit]
     for cuda in cudas[:2]:  # leave room for a version move among the three fixes
         if req.cuda is not None and req.cuda.matches(cuda):
             continue
@@ -223,7 +222,7 @@ def _variant_moves(spec: Spec, p: Problem, a, outcome, nearest):
         if local is not None:
             changes[f"frameworks.{outcome.name}"] = f"{nearest.version}+{cuda_to_local(cuda)}"
         if spec.cuda or local is None:
-            changes["cuda"] = cuda
+            changes["cuda"] = str(cuda)
         label = next(b.variant for b in same if b.cuda == cuda)
         yield f"use {outcome.name} {nearest.version} for CUDA {cuda} ({label})", changes
 
@@ -238,9 +237,8 @@ def _by_version(ix, name: str) -> dict[str, list]:
     return found
 
 
-def _num(cuda: str) -> float:
-    r = parse_version(cuda).release
-    return r[0] + (r[1] if len(r) > 1 else 0) / 10
+def _num(cuda: CudaVersion) -> float:
+    return cuda.major + cuda.minor / 10
 
 
 def _version_moves(spec: Spec, a, outcome, nearest):
@@ -293,7 +291,7 @@ def _search_versions(spec: Spec, a, outcome, nearest):
                 changes[f"frameworks.{outcome.name}"] = f"{version}+{cuda_to_local(ok.cuda)}"
                 what = f"use {outcome.name} {version}+{cuda_to_local(ok.cuda)}"
             if drop_cuda and spec.cuda:
-                changes["cuda"] = ok.cuda
+                changes["cuda"] = str(ok.cuda)
                 what += f" for CUDA {ok.cuda}"
             if drop_installer:
                 changes["installer"] = ok.installer

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from packaging.version import Version
-
+    from envbuild.core.model import BaseImageChoice, Fact
+    from envbuild.core.values import CudaVersion
     from envbuild.frameworks.build import Build
     from envbuild.matrix import tables as t
-    from envbuild.core.model import BaseImageChoice, Fact
     from envbuild.resolver.checks import HostLinks, Verdict, Verdicts
     from envbuild.resolver.checks.gpu import Answer, CarriedArchs
     from envbuild.resolver.complete import Choice, Selected
+    from envbuild.resolver.context import ImageCuda
     from envbuild.resolver.problem import Problem
     from envbuild.resolver.request import Gpu
 
@@ -48,7 +48,7 @@ class Memo:
     toolkit_answers: dict[tuple[Build, str], Answer] = field(default_factory=dict)
     build_answers: dict[tuple[Build, str], Answer] = field(default_factory=dict)
     # checks.gpu: CUDA -> the fact of the architectures its toolkit compiles for
-    toolkit_facts: dict[str, tuple[Fact, ...]] = field(default_factory=dict)
+    toolkit_facts: dict[CudaVersion, tuple[Fact, ...]] = field(default_factory=dict)
     # checks.gpu: build -> its arch list as `carried_archs` reads it
     compiled_archs: dict[Build, CarriedArchs] = field(default_factory=dict)
     # request: a GPU as the spec writes it -> the GPU read from the matrices
@@ -68,6 +68,6 @@ class Memo:
     # base: what a base image choice reads -> (the image, its problems)
     base_images: dict[tuple, tuple[BaseImageChoice | None, list[Problem]]] = field(default_factory=dict)
     # base: (family, platform) -> the catalog's images of that family with what the choice compares
-    family_images: dict[tuple[str, str], list[tuple[t.BaseImage, Version, tuple]]] = field(default_factory=dict)
+    family_images: dict[tuple[str, str], list[tuple[t.BaseImage, ImageCuda, tuple]]] = field(default_factory=dict)
     # fixes: framework -> its builds by release, best first
     builds_by_version: dict[str, dict[str, list[Build]]] = field(default_factory=dict)

@@ -21,6 +21,7 @@ import re
 from envbuild.core.model import CUSTOM_FAMILY, Spec
 from envbuild.core.versions import parse_version
 from envbuild.matrix import tables as t
+from envbuild.resolver.context import ImageCuda
 
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _REQUIRE_CUDA = re.compile(r"cuda>=(\d+\.\d+)")
@@ -125,6 +126,8 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
         if value is None or row.fact in facts:
             continue
         fact = _env_fact(row, value)
+        if fact and row.fact == "cuda" and not _is_cuda(fact):
+            continue  # not a CUDA version the checks can compare (the fact stays unknown)
         if fact:
             facts[row.fact] = fact
             used[row.fact] = row.env
@@ -136,6 +139,14 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
     if label and label in {row.os for row in m.target_glibc}:  # an OS whose glibc a lock can state
         facts["os"], used["os"] = label, "/etc/os-release"
     return facts, used
+
+
+def _is_cuda(text: str) -> bool:
+    try:
+        ImageCuda.parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _env_fact(row: t.ImageEnv, value: str) -> str | None:

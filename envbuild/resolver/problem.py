@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from envbuild.core.model import Fact
-from envbuild.core.values import ConflictKind
+from envbuild.core.values import ConflictKind, CudaVersion
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Hints:
 
     driver: str | None = None  # the driver the link needs at least
     driver_branch_max: str | None = None  # the last driver branch that still drives the GPU
-    max_cuda: str | None = None  # the newest CUDA the host's driver runs
+    max_cuda: CudaVersion | None = None  # the newest CUDA the host's driver runs
     pythons: Collection[str] = ()  # Pythons that would pass this link
     base_pythons: Collection[str] = ()  # Pythons of fitting base images: an image request is retried with them
     installer: str | None = None  # the installer that would pass this link

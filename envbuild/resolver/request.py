@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from envbuild.core.model import ResolvedGpu, Spec
-from envbuild.core.values import ComputeCapability, DriverVersion, Installer, Platform, major_minor
+from envbuild.core.values import ComputeCapability, CudaVersion, DriverVersion, Installer, Platform, major_minor
 from envbuild.core.versions import Constraint, parse_constraint, parse_version
 from envbuild.frameworks import read_label
 from envbuild.infra.errors import UserError
@@ -40,13 +40,17 @@ class CudaPin:
     major: int
     minor: int | None  # None = any minor of the major
 
-    def matches(self, cuda: str) -> bool:
-        v = parse_version(cuda).release
-        return v[0] == self.major and (self.minor is None or (v[1] if len(v) > 1 else 0) == self.minor)
+    def matches(self, cuda: CudaVersion) -> bool:
+        return cuda.major == self.major and (self.minor is None or cuda.minor == self.minor)
 
     @property
     def short(self) -> str:
         return f"{self.major}" if self.minor is None else f"{self.major}.{self.minor}"
+
+    @property
+    def version(self) -> CudaVersion | None:
+        """The pinned major.minor; None when only a major is pinned."""
+        return None if self.minor is None else CudaVersion(self.major, self.minor)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from envbuild.infra.errors import UserError, UserErrors, clip, shown
 from envbuild.core.model import (BASE_FACTS, BASE_FAMILIES, CUSTOM_FAMILY, INSTALLERS, PLATFORMS,
                             FrameworkRequest, Spec)
 from envbuild.core.package_sets import package_frozenset
-from envbuild.core.values import ComputeCapability, major_minor
+from envbuild.core.values import ComputeCapability, CudaVersion, major_minor
 from envbuild.core.versions import cuda_from_local, parse_constraint, parse_version
 from envbuild.infra.urls import mask
 from envbuild.spec.parse import RawSpec
@@ -583,7 +583,12 @@ class _Validator:
                                 did_you_mean(value, families) or f"one of: {', '.join(families)}")
             return value
         if key == "cuda":
-            return self.version(path, "CUDA", parts=(2, 3), example='"12.4" or "12.4.1"') or value
+            text = self.version(path, "CUDA", parts=(2, 3), example='"12.4" or "12.4.1"') or value
+            try:
+                CudaVersion.parse(text)  # what the checks will compare it as
+            except ValueError as exc:
+                raise self.fail(path, str(exc), 'write it like "12.4" or "12.4.1"') from None
+            return text
         if key == "cudnn":
             return self.version(path, "cuDNN", parts=(1, 4), example='"9" or "8.9.7"') or value
         if key == "python":

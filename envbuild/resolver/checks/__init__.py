@@ -140,7 +140,7 @@ def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, python
     out: list[Build] = []
     top = None
     for b in builds:
-        if top is not None and (b.v != top[0] or b.cuda_v != top[1]):
+        if top is not None and (b.v != top[0] or b.cuda != top[1]):
             break
         if table[b].hard:
             continue
@@ -148,7 +148,7 @@ def newest_viable(builds: list[Build], req: Request, ix: Index, cuda_pin, python
         if top is None:
             have = b.pythons_on(req.platform)
             if have is None or not pythons.isdisjoint(have):
-                top = (b.v, b.cuda_v)
+                top = (b.v, b.cuda)
     return out
 
 

@@ -3,7 +3,6 @@ libraries the build states."""
 from __future__ import annotations
 
 from envbuild.core.values import ConflictKind
-from envbuild.core.versions import parse_version
 from envbuild.frameworks.build import Build
 from envbuild.resolver.context import fact
 from envbuild.resolver.problem import Hints, Problem
@@ -26,7 +25,7 @@ def cuda_variant(b: Build, pin) -> list[Problem]:
 def cuda_floor(b: Build) -> list[Problem]:
     """The CUDA libraries of the environment must be at least as new as the minor the
     build states as its floor (JAX checks cuSOLVER, cuFFT, cuBLAS, ... at start-up)."""
-    if b.cuda_min is None or b.cuda_v >= parse_version(b.cuda_min):
+    if b.cuda_min is None or b.cuda >= b.cuda_min:
         return []
     return [Problem(ConflictKind.LIBRARY_ABI,
                     f"{b.framework} {b.version} ({b.variant}) needs the CUDA {b.cuda_major} libraries (cuSOLVER, "

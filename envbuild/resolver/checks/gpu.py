@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from envbuild import frameworks
 from envbuild.core.model import Fact
-from envbuild.core.values import ConflictKind, major_minor
+from envbuild.core.values import ConflictKind, CudaVersion
 from envbuild.frameworks.build import Build
 from envbuild.resolver import families
 from envbuild.resolver.context import Index, fact
@@ -93,7 +93,7 @@ def _build_answer(b: Build, g: Gpu, ix: Index) -> Answer:
     return found
 
 
-def toolkit_verdict(cuda: str, cc, ix: Index) -> str | None:
+def toolkit_verdict(cuda: CudaVersion, cc, ix: Index) -> str | None:
     """None when code of the CUDA `cuda` toolkit runs on a GPU of compute capability `cc`
     (the same for every build of that CUDA); else UNLISTED (the matrix has no architecture
     list for that CUDA) or CANNOT."""
@@ -111,7 +111,7 @@ def _toolkit_problems(b: Build, g: Gpu, ix: Index, verdict: str) -> list[Problem
                     _toolkit_facts(b.cuda, ix), framework=b.framework)]
 
 
-def _toolkit_facts(cuda: str, ix: Index) -> tuple[Fact, ...]:
+def _toolkit_facts(cuda: CudaVersion, ix: Index) -> tuple[Fact, ...]:
     """The fact behind every "CUDA `cuda` cannot generate code for" problem."""
     found = ix.memo.toolkit_facts.get(cuda)
     if found is None:
@@ -126,13 +126,13 @@ def _toolkit_why(b: Build, g: Gpu, ix: Index) -> str:
     first, last, compat = ix.sm_span(g.cc)
     # The oldest toolkit whose code runs on the GPU: native sm_XY, or an older minor of the
     # same major (an sm_80 binary runs on sm_86), which is why a fix may name CUDA < `first`.
-    if first is not None and first > b.cuda_v:
+    if first is not None and first > b.cuda:
         why = f"{g.label} needs CUDA >= {first} for native sm_{g.sm} code"
         if compat is not None and compat < first:
-            why += (f", or CUDA >= {major_minor(compat)} for code of an older sm_{g.cc.major}x architecture, "
+            why += (f", or CUDA >= {compat.major_minor} for code of an older sm_{g.cc.major}x architecture, "
                     f"which it runs through binary compatibility")
         return why
-    if last is not None and last < b.cuda_v:
+    if last is not None and last < b.cuda:
         return f"CUDA {last} was the last toolkit for {g.label}"
     return f"no CUDA toolkit in the matrix compiles for {g.label}"
 
@@ -184,7 +184,7 @@ def _compiled(b: Build, ix: Index) -> CarriedArchs:
     return found
 
 
-def gpu_runs_build(spelled: Iterable[str] | None, cuda: str, cc, ix: Index) -> str:
+def gpu_runs_build(spelled: Iterable[str] | None, cuda: CudaVersion, cc, ix: Index) -> str:
     """How a GPU of compute capability `cc` runs a build of CUDA `cuda` that carries the
     archs `spelled` (None: not read), as the GPU -> kernels link judges it: "cannot" when
     the CUDA toolkit cannot generate code for the GPU, "unlisted" when the matrices lack

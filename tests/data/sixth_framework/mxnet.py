@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envbuild.core.values import CudaVersion
 from envbuild.frameworks.base import Framework, LockNames, Pins, Spelling, View
 from envbuild.frameworks.build import Build, _pythons
 from envbuild.matrix.tables import Row
@@ -34,7 +35,7 @@ class Mxnet(Framework):
     view = MxnetView()
 
     def builds(self, m, minors):
-        return [Build(framework=self.name, version=r.version, installer="pip", cuda=r.cuda, variant=r.package,
+        return [Build(framework=self.name, version=r.version, installer="pip", cuda=CudaVersion.parse(r.cuda), variant=r.package,
                       row=r, pythons=_pythons(r.python), python_text=r.python, package=r.package,
                       bundles_runtime=False)  # the wheel loads the system's CUDA libraries
                 for r in self.rows(m)]
