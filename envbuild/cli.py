@@ -1,9 +1,10 @@
 """The `envbuild` command line.
 
-Each subcommand lives in `envbuild/commands/<name>.py` with `HELP`, `configure(parser)`
-and `run(args) -> int`; only the module of the command that runs is imported (all of
-them for `--help`). Like every module, they import what they use at the top, except the
-heavy optional libraries (docs/architecture.md).
+Each subcommand lives in `envbuild/commands/<name>.py` with `configure(parser)` and
+`run(args) -> int`, and its one-line help in `COMMANDS`; only the module of the command
+that runs is imported (none for `--help` and `--version`, all of them for a completion
+script). Like every module, they import what they use at the top, except the heavy
+optional libraries (docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import atexit
 import errno
 import gc
 import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -30,8 +32,24 @@ from envbuild.output.terminal import for_stream, strip_ansi
 # No path (PATH_MAX), URL or name envbuild takes is longer; a longer argument is refused
 # before anything reads it.
 MAX_ARGUMENT_CHARS = 4096
-COMMANDS = ("resolve", "matrix", "lock", "wheelhouse", "dockerfile", "image", "export", "verify", "doctor", "init",
-            "env", "run")
+# Each command and its one-line help, in the order `--help` lists them: the listing, --version
+# and a misspelt command need no command module.
+COMMANDS = {
+    "resolve": "check framework, CUDA, cuDNN, driver, GPU and Python against each other; explain each conflict with "
+               "fixes",
+    "matrix": "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)",
+    "lock": "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine",
+    "wheelhouse": "download the locked wheels (and conda archives, as a local channel) for offline builds",
+    "dockerfile": "render the Dockerfile and build context for the resolved, locked stack",
+    "image": "build (or reuse) the image for the resolved, locked stack and push it",
+    "export": "write the job definition (k8s, slurm, batch, metaflow, coiled, flyte) that runs an image on a target's "
+              "GPUs",
+    "verify": "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)",
+    "doctor": "check this host: NVIDIA driver, newest CUDA, GPUs and their architectures, Docker and its GPU runtime",
+    "init": "write a commented starter spec (with --host: for this machine's driver and GPUs)",
+    "env": "install the spec's environment on this host (venv or conda prefix), hash-checked; a no-op when current",
+    "run": "run a command in the spec's environment on this host: envbuild run [SPEC] -- CMD ...",
+}
 # Commands that run another command: everything after the first `--` is that command's
 # (`envbuild run spec.yaml -- python -V`), never parsed as envbuild's own flags.
 PASSTHROUGH = ("run",)
@@ -42,9 +60,11 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message, hint=f"see `{self.prog} --help`")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, listing: bool = False) -> argparse.ArgumentParser:
     """The whole command line, or with `only` the one subcommand that will run: each
-    subcommand's options cost about 1 ms to declare, more than `resolve` itself."""
+    subcommand's options cost about 1 ms to declare, more than `resolve` itself.
+    `listing`: every command with its help but without its options, which imports no
+    command module: enough for `--help`, `--version` and a misspelt command."""
     parser = _Parser(prog="envbuild", description="GPU environments that work on the GPU they will run on.")
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
     parser.add_argument("--completion", choices=("bash", "zsh", "fish"),
@@ -52,13 +72,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add_verbosity_arguments(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in (only,) if only else COMMANDS:
+        if listing:
+            if importlib.util.find_spec(f"envbuild.commands.{name}") is not None:  # shipped in this build
+                sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
+            continue
         try:
             module = importlib.import_module(f"envbuild.commands.{name}")
         except ModuleNotFoundError as exc:
             if exc.name != f"envbuild.commands.{name}":
                 raise
             continue  # command not shipped in this build
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        cmd = sub.add_parser(name, help=COMMANDS[name], description=COMMANDS[name])
         module.configure(cmd)
         _verbosity_after(cmd)
         cmd.set_defaults(_run=module.run)
@@ -99,9 +123,12 @@ def main(argv: list[str] | None = None, *, leaving: bool = False) -> int:
 def _main(argv: list[str]) -> int:
     if hasattr(signal, "SIGXFSZ"):  # past `ulimit -f` a write fails with EFBIG instead of killing us
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    # `envbuild COMMAND ...` parses with that subcommand alone; anything else (help, the
-    # completion script, a misspelt command) needs the whole parser
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    # `envbuild [-q|-v] COMMAND ...` parses with that subcommand alone; anything else
+    # (help, the version, a misspelt command) with the listing of the commands. The one
+    # option of envbuild's own that takes a value is --completion, and no shell is named
+    # like a command, so the first word that is not an option names the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser(command) if command in COMMANDS else build_parser(listing=True)
     passthrough = None
     if "--" in argv:
         before = argv[:argv.index("--")]
@@ -118,7 +145,7 @@ def _main(argv: list[str]) -> int:
                      json_wanted=_json_flag(argv))
     say.set_level(say.QUIET if args.quiet else say.VERBOSE if args.verbose else say.NORMAL)
     if getattr(args, "completion", None):
-        sys.stdout.write(script(args.completion, parser))
+        sys.stdout.write(script(args.completion, build_parser()))  # every command's options
         return 0
     if not getattr(args, "_run", None):
         parser.print_help()

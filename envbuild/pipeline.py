@@ -42,7 +42,7 @@ from envbuild.lock.check import check
 from envbuild.lock.folder import foreign_entries
 from envbuild.matrix.lookup import installer_python_min
 from envbuild.output import say
-from envbuild.resolver import resolve as run_resolver
+from envbuild.resolver import other_platforms, resolve as run_resolver
 from envbuild.verify.probe_api import facts_from_matrices, sm_of
 from envbuild.verify.runner import Expectations, ExpectedFramework, ProbeFacts, run_verify
 from envbuild.verify.summary import summary_text
@@ -65,9 +65,12 @@ def resolve(spec: Spec) -> Resolution:
 
 def platform_resolutions(spec: Spec, resolution: Resolution) -> dict[str, Resolution]:
     """The resolution of each other platform the spec's lock covers (target.platforms):
-    each is locked from its own. Unresolved for one that has conflicts."""
-    return {platform: resolve(spec.for_platform(platform))
-            for platform in spec.lock_platforms if platform != resolution.resolved.platform}
+    each is locked from its own. Unresolved for the first that has conflicts."""
+    others = other_platforms(spec, resolution, read_base=read)
+    refused = next((other for other in others.values() if not other.usable), None)
+    if refused is not None:
+        raise Unresolved(refused)
+    return others
 
 
 def lock(spec: Spec, resolution: Resolution, *, lock_dir: Path | None, scratch: Path, quiet: bool = False,

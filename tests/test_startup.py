@@ -17,7 +17,10 @@ CHILD = """
 import contextlib, io, json, sys
 from envbuild.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
-    code = main(sys.argv[1:])
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:  # --version and --help end in argparse's exit
+        code = exc.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
@@ -54,9 +57,29 @@ def test_resolve_loads_no_heavy_library_and_no_other_command():
 
 
 def test_help_still_lists_every_command():
+    from envbuild.cli import COMMANDS
+
     done = subprocess.run([sys.executable, "-m", "envbuild", "--help"], capture_output=True, text=True, check=True)
-    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init"):
+    for name in ("resolve", "matrix", "lock", "dockerfile", "image", "verify", "doctor", "init", "env", "run"):
         assert f"    {name}" in done.stdout
+        assert f"{name} {' '.join(COMMANDS[name].split()[:4])}" in " ".join(done.stdout.split())  # with its help
+
+
+def test_version_help_and_a_misspelt_command_import_no_command_module():
+    for args, expected in ((["--version"], 0), (["--help"], 0), (["-v", "--help"], 0), (["reslove"], 2), ([], 2)):
+        code, modules = _loaded(args)
+        assert code == expected, args
+        assert _hits(modules, ("envbuild.commands",)) == ["envbuild.commands"], args  # the package alone
+
+
+def test_lock_loads_no_later_stage():
+    """The lock path (here `lock --check` of a pip recipe, which reads what `lock` reads
+    before it solves) needs neither the pipeline nor the Dockerfile, image and verify stages."""
+    code, modules = _loaded(["lock", str(ROOT / "recipes" / "cupy.yaml"), "-o", "no-lock-here", "--check"])
+    assert code == 1  # no lock there: out of date
+    assert _hits(modules, ("envbuild.pipeline", "envbuild.dockerfile.context", "envbuild.dockerfile.render",
+                           "envbuild.image.make", "envbuild.image.build", "envbuild.verify.runner",
+                           "envbuild.commands.image")) == []
 
 
 def test_resolve_reads_and_writes_no_cache_folder(tmp_path):
@@ -102,6 +125,5 @@ def test_lock_loads_the_solver_only_to_solve(tmp_path):
     assert _hits(solving, ("conda_lock", "pydantic", "docker", "requests")) == []
     code, checking = _loaded(["lock", "spec.yaml", "-o", "lock", "--check"], cwd=tmp_path)
     assert code == 0
-    # (the standard library's TLS module may come with urllib.request, which the Dockerfile
-    # stage uses: pipeline imports every stage; the solver, conda-lock and requests never)
+    # (the solver, conda-lock and requests never)
     assert _hits(checking, ("rattler", "asyncio", "conda_lock", "pydantic", "requests")) == []

@@ -14,6 +14,7 @@ from envbuild.commands._spec import spec_from_args
 from envbuild.dockerfile.mirror import parse_mirror
 from envbuild.infra.errors import UserError
 from envbuild.output import say
+from envbuild.output.report import say_unchecked
 
 ENVIRONMENT = {"ENVBUILD_REGISTRY_MIRROR": "registry_mirror", "ENVBUILD_WHEELHOUSE": "wheelhouse"}
 
@@ -48,12 +49,6 @@ def check_build_flags(args) -> None:
     if args.lock_dir is not None and args.lock_dir.exists() and not args.lock_dir.is_dir():
         raise UserError("exists and is not a folder", where=f"--lock-dir {args.lock_dir}",
                         hint="name the folder `envbuild lock -o DIR` wrote, or a new one to lock into")
-
-
-def say_unchecked(resolution) -> None:
-    """An unverified stack goes on (without --strict), saying on stderr what was not checked."""
-    for item in resolution.unchecked:
-        say.warning(f"unverified ({', '.join(item.links)} not checked): {item.message}")
 
 
 def check_build_inputs(args, environ=None) -> None:

@@ -13,8 +13,6 @@ from envbuild.dockerfile.context import OWNED
 from envbuild.output.jsonout import emit
 from envbuild.spec.cli_args import add_spec_arguments
 
-HELP = "render the Dockerfile and build context for the resolved, locked stack"
-
 
 def configure(parser) -> None:
     add_spec_arguments(parser)

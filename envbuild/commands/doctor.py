@@ -7,8 +7,6 @@ import json
 from envbuild.hostenv import hostinfo
 from envbuild.verify import probe_api
 
-HELP = "check this host: NVIDIA driver, newest CUDA, GPUs and their architectures, Docker and its GPU runtime"
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")

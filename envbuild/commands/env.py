@@ -13,7 +13,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from envbuild.commands._build_inputs import say_unchecked
 from envbuild.commands._spec import gpu_text, spec_from_args
 from envbuild.core.model import to_jsonable
 from envbuild.dockerfile.locked import normalize
@@ -26,10 +25,9 @@ from envbuild.infra.errors import Unresolved
 from envbuild.output import say
 from envbuild.output.jsonout import emit
 from envbuild.output.progress import Progress
+from envbuild.output.report import say_unchecked
 from envbuild.spec.cli_args import add_spec_arguments
 from envbuild.spec.validate import check_index_url
-
-HELP = "install the spec's environment on this host (venv or conda prefix), hash-checked; a no-op when current"
 
 
 def configure(parser) -> None:

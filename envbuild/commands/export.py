@@ -23,8 +23,6 @@ from envbuild.spec.cli_args import add_spec_arguments, discover_spec
 from envbuild.targets import KINDS, module
 from envbuild.targets.job import Job
 
-HELP = "write the job definition (k8s, slurm, batch, metaflow, coiled, flyte) that runs an image on a target's GPUs"
-
 
 def configure(parser) -> None:
     parser.add_argument("kind", metavar="KIND", help=f"one of: {', '.join(KINDS)}; or a CI pipeline that builds "

@@ -21,8 +21,6 @@ from envbuild.output.progress import Progress
 from envbuild.pipeline import make_image
 from envbuild.spec.cli_args import add_spec_arguments
 
-HELP = "build (or reuse) the image for the resolved, locked stack and push it"
-
 
 def configure(parser) -> None:
     add_spec_arguments(parser)

@@ -11,8 +11,6 @@ from envbuild.infra.errors import EnvironmentProblem, UserError
 from envbuild.output.jsonout import emit
 from envbuild.spec.cli_args import SPEC_NAMES
 
-HELP = "write a commented starter spec (with --host: for this machine's driver and GPUs)"
-
 # Used without --host: a common data-center target, so the file resolves out of the box.
 EXAMPLE_TARGET = {"driver": "550.54.15", "gpus": ["A100"]}
 

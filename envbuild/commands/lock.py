@@ -11,23 +11,18 @@ import dataclasses
 import json
 import sys
 
-from envbuild import pipeline
-from envbuild.commands._build_inputs import say_unchecked
 from envbuild.commands._spec import spec_from_args
 from envbuild.core.model import to_jsonable
 from envbuild.image.facts import read, read_local
-from envbuild.infra.errors import Unresolved
 from envbuild.infra.urls import mask_text
 from envbuild.lock.api import LockConflict, lock
 from envbuild.lock.check import check
 from envbuild.lock.gpu import all_framework_packages
 from envbuild.output import say
-from envbuild.output.report import render
-from envbuild.resolver import resolve
+from envbuild.output.report import render, say_unchecked
+from envbuild.resolver import other_platforms, resolve
 from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 from envbuild.spec.validate import check_index_url
-
-HELP = "write conda and pip lockfiles for the resolved GPU stack, solved for the target machine"
 
 
 def configure(parser) -> None:
@@ -52,11 +47,13 @@ def run(args) -> int:
         if url is not None:
             check_index_url(url, flag)
     spec = spec_from_args(args)  # a repeated --platform names the lock's platforms
-    resolution, others = resolve(spec, read_base=read), {}
-    try:  # each further platform of the lock is locked from its own resolution
-        others = pipeline.platform_resolutions(spec, resolution) if resolution.usable else {}
-    except Unresolved as exc:
-        resolution = exc.resolution  # a platform that does not resolve is the answer
+    resolution = resolve(spec, read_base=read)
+    # each further platform of the lock is locked from its own resolution; the first one
+    # that does not resolve is the answer
+    others = other_platforms(spec, resolution, read_base=read) if resolution.usable else {}
+    refused = next((other for other in others.values() if not other.usable), None)
+    if refused is not None:
+        resolution, others = refused, {}
     if args.check:
         return _check(spec, resolution, others, args)
     if not resolution.usable:

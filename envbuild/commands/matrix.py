@@ -36,9 +36,6 @@ from envbuild.matrix import lookup as L, refresh
 from envbuild.matrix.lookup import version
 from envbuild.resolver import arch_grid
 
-HELP = "query the compatibility matrices (GPUs, CUDA/driver, frameworks, base images)"
-
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     common = argparse.ArgumentParser(add_help=False)

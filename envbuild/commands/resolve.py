@@ -22,8 +22,6 @@ from envbuild.output.report import render
 from envbuild.resolver import resolve
 from envbuild.spec.cli_args import add_judged_for_argument, add_spec_arguments
 
-HELP = "check framework, CUDA, cuDNN, driver, GPU and Python against each other; explain each conflict with fixes"
-
 
 def configure(parser) -> None:
     add_spec_arguments(parser)

@@ -18,8 +18,6 @@ from pathlib import Path
 from envbuild.commands.env import add_env_arguments, make_env
 from envbuild.infra.errors import UserError
 
-HELP = "run a command in the spec's environment on this host: envbuild run [SPEC] -- CMD ..."
-
 # Sources a conda prefix's activation scripts, then becomes the command. The prefix comes in
 # CONDA_PREFIX and the command as arguments: no value is ever part of the script.
 CONDA_ACTIVATE = ('for script in "$CONDA_PREFIX"/etc/conda/activate.d/*.sh; do '

@@ -22,8 +22,6 @@ from envbuild.output.progress import Progress
 from envbuild.verify import fleet as fleet_report, junit, summary
 from envbuild.verify.runner import run_verify
 
-HELP = "run the GPU probe inside an image and report pass/fail per check (JSON, JUnit)"
-
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE", nargs="?",

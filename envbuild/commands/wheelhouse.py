@@ -14,8 +14,6 @@ from envbuild.output.jsonout import emit
 from envbuild.output.progress import Progress
 from envbuild.spec.cli_args import add_spec_arguments
 
-HELP = "download the locked wheels (and conda archives, as a local channel) for offline builds"
-
 
 def configure(parser) -> None:
     add_spec_arguments(parser)

@@ -96,11 +96,13 @@ class Cupy(Framework):
         out = []
         rows = self.rows(m)
         versions = release_versions(rows)
+        releases = first_releases(versions)
         for r in rows:
             if not (r.cuda_min and r.cuda_max):
                 continue
+            shipped = shipped_series(r, releases) if r.cupy_versions else set(versions)
             for version in versions:
-                if r.cupy_versions and not series_admits(r, version):
+                if version not in shipped:
                     continue
                 for minor in _minors_between(minors, r.cuda_min, _range_end(r.cuda_max)):
                     conda = r.installer == "conda"
@@ -180,11 +182,16 @@ def release_versions(rows) -> list[str]:
     return [str(m) for m in sorted(majors)]
 
 
-def series_admits(row, series: str) -> bool:
-    """Does the wheel `row` ship some release of CuPy major `series`?"""
-    spec = SpecifierSet(row.cupy_versions)
-    major = int(series)
-    return any(spec.contains(f"{major}.{minor}.0", prereleases=True) for minor in range(0, 20))
+def first_releases(series: list[str]) -> list[Version]:
+    """The releases that stand for each CuPy major series: X.0.0 to X.19.0."""
+    return [Version(f"{major}.{minor}.0") for major in series for minor in range(20)]
+
+
+def shipped_series(row, releases: list[Version]) -> set[str]:
+    """The CuPy major series the wheel `row` ships some release of (`releases`: the
+    series' first releases). Each release is parsed once, and each of the row's
+    specifiers drops what it refuses before the next looks."""
+    return {str(v.major) for v in SpecifierSet(row.cupy_versions).filter(releases, prereleases=True)}
 
 
 PLUGIN = Cupy()

@@ -13,6 +13,7 @@ from typing import Any
 
 from envbuild.core.check_lines import check_lines, driver_note
 from envbuild.core.model import Conflict, Fix, Resolution, ResolvedStack
+from envbuild.output import say
 
 MAX_FIXES = 3
 MAX_FACTS = 3  # per conflict in text output; --json carries all of them
@@ -47,6 +48,12 @@ def render(resolution: Resolution, *, colour: bool = False) -> str:
     lines.append("")
     lines.append(_verdict(resolution, paint))
     return "\n".join(lines)
+
+
+def say_unchecked(resolution: Resolution) -> None:
+    """An unverified stack goes on (without --strict), saying on stderr what was not checked."""
+    for item in resolution.unchecked:
+        say.warning(f"unverified ({', '.join(item.links)} not checked): {item.message}")
 
 
 def format_fix(fix: Fix) -> str:

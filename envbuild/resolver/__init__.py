@@ -38,7 +38,7 @@ from envbuild.resolver.named_base import with_named_base
 from envbuild.resolver.problem import Hints, Problem
 from envbuild.resolver.request import Request, read_request
 
-__all__ = ["resolve"]
+__all__ = ["resolve", "other_platforms"]
 
 DEFAULT_PYTHON = "3.12"  # only when nothing in the request constrains Python
 
@@ -74,6 +74,13 @@ def resolve(spec: Spec, matrices=None, *, fixes: bool = True, joint: bool = Fals
         matrices = matrix.load()
     return _resolve(spec, with_named_base(matrices, spec, read=read_base), with_fixes=fixes, joint=joint,
                     image=image)
+
+
+def other_platforms(spec: Spec, resolution: Resolution, *, read_base=None) -> dict[str, Resolution]:
+    """The resolution of each other platform the spec's lock covers (target.platforms),
+    each resolved on its own: a lock of several platforms locks each from its own."""
+    return {platform: resolve(spec.for_platform(platform), read_base=read_base)
+            for platform in spec.lock_platforms if platform != resolution.resolved.platform}
 
 
 def _resolve(spec: Spec, matrices, with_fixes: bool, joint: bool = False, image_note: bool = True,
