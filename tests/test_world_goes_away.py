@@ -19,10 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from cli_support import in_process
 from image_support import TEST_NAMESPACE
-from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line, registry_tags, write_spec
+from test_cli_image_e2e import BASE, ENVBUILD, envbuild, ok, one_error_line, registry_tags, write_spec
 
 pytestmark = pytest.mark.docker
 
@@ -277,11 +278,27 @@ def test_engine_stopped_mid_push(project, engine, registry, wheelhouse, proxy):
     assert registry_tags(registry, f"{TEST_NAMESPACE}/away-push") == set()
 
 
+def holding_the_base_layers(registry: str, repository: str) -> None:
+    """Link the base's layers into `repository` on the registry, as an earlier push of an
+    image on that base leaves them (a cross-repository blob mount: no upload, no tag), so
+    that a push there uploads only the layers envbuild built."""
+    base, tag = BASE.split(":")
+    manifest = requests.get(f"http://{registry}/v2/{base}/manifests/{tag}", timeout=30, headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    manifest.raise_for_status()
+    for layer in manifest.json()["layers"]:
+        mounted = requests.post(f"http://{registry}/v2/{repository}/blobs/uploads/",
+                                params={"mount": layer["digest"], "from": base}, timeout=30)
+        assert mounted.status_code == 201, mounted.text
+
+
 def test_registry_dropping_the_connection_mid_push(project, registry, wheelhouse, proxy, docker_client, base_image):
     """The registry drops every manifest upload (after the layers went up): exit 3 after the
-    retries, the registry has no tag, and the local --tag still names its old image."""
+    retries, the registry has no tag, and the local --tag still names its old image. The
+    registry holds the base's layers already, as it does for a team that pushed there before."""
     work, spec = project
     name = f"{TEST_NAMESPACE}/away-dropped"
+    holding_the_base_layers(registry, name)
     dropping = proxy(f"PUT /v2/{name}/manifests/".encode(), "drop")
     repository = f"{dropping.address}/{name}"
     base = docker_client.images.get(base_image)
