@@ -120,8 +120,10 @@ class Engine:
             self.log.close()
 
 
-@pytest.fixture
-def engine(services, tmp_path_factory):
+@pytest.fixture(scope="module")
+def module_engine(services):
+    """One throwaway engine for the module: the tests that stop it start it again (engine),
+    so the base it pulled is pulled once and its files are removed once."""
     if os.geteuid() != 0:
         pytest.fail("a throwaway dockerd needs root (the CI machine runs the suite as root)")
     run = uuid.uuid4()
@@ -135,6 +137,14 @@ def engine(services, tmp_path_factory):
     finally:  # also when it failed to start: nothing of it stays behind
         started.remove()
     assert _has_docker0() == shared_bridge  # the shared engine's bridge is still there
+
+
+@pytest.fixture
+def engine(module_engine):
+    """The module's throwaway engine, answering (again, when a test before stopped it)."""
+    if not module_engine.answers():
+        module_engine.start()
+    return module_engine
 
 
 def _has_docker0() -> bool:
@@ -260,7 +270,8 @@ def test_engine_stopped_mid_build(project, engine, registry, wheelhouse):
     assert f"DOCKER_HOST={engine.host}: the Docker engine stopped answering during the build" in line
     assert "no tag was changed" in line
     engine.start()  # the same data root: nothing was tagged there
-    assert f"{TEST_NAMESPACE}/away" not in engine.docker("images", "--format", "{{.Repository}}").stdout
+    repositories = engine.docker("images", "--format", "{{.Repository}}").stdout.split()
+    assert f"{registry}/{TEST_NAMESPACE}/away" not in repositories
 
 
 def test_engine_stopped_mid_push(project, engine, registry, wheelhouse, proxy):
