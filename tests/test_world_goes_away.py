@@ -30,13 +30,18 @@ pytestmark = pytest.mark.docker
 
 # --- a throwaway Docker engine ------------------------------------------------------------
 
+# The throwaway engine's data (the pulled base, the build's layers) needs well under this.
+DATA_SIZE = "2g"
+
+
 class Engine:
     """A dockerd of its own under `root`: its socket, data, exec root (and with it its
     containerd and network namespaces) and pid file there, and a bridge of its own, on a
     subnet of its own, for its build containers, with no iptables, forwarding or masquerade
     changes, so it runs beside the shared engine without touching it. (Not `--bridge none`:
     with it dockerd deletes the host's docker0, the shared engine's bridge: moby's
-    removeDefaultBridgeInterface.)"""
+    removeDefaultBridgeInterface.) Its data root is a tmpfs: the base it pulls and the layers
+    it builds are never written to the disk, and are gone at once when it is removed."""
 
     def __init__(self, root: Path, bridge: str, subnet: int):
         self.root, self.bridge, self.address = root, bridge, f"10.213.{subnet}.1/24"
@@ -47,6 +52,11 @@ class Engine:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        data = self.root / "data"
+        if not data.is_mount():
+            data.mkdir(exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DATA_SIZE}", "tmpfs", str(data)], check=True,
+                           capture_output=True)
         if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode:
             for command in (["link", "add", self.bridge, "type", "bridge"],
                             ["addr", "add", self.address, "dev", self.bridge], ["link", "set", self.bridge, "up"]):
