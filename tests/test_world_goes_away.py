@@ -23,7 +23,7 @@ import requests
 
 from cli_support import in_process
 from image_support import TEST_NAMESPACE
-from test_cli_image_e2e import BASE, ENVBUILD, envbuild, ok, one_error_line, registry_tags, write_spec
+from test_cli_image_e2e import BASE, ENVBUILD, ok, one_error_line, registry_tags, write_spec
 
 pytestmark = pytest.mark.docker
 
@@ -266,7 +266,7 @@ def run_until(args: list[str], env: dict, ready, cwd: Path, then) -> subprocess.
 def project(tmp_path_factory, registry):
     work = tmp_path_factory.mktemp("away")
     spec = write_spec(work, f"{registry}/{TEST_NAMESPACE}/away")
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    ok(in_process("lock", spec, "-o", work / "lock", cwd=work))
     return work, spec
 
 
