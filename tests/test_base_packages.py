@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import image_support as support
+from cli_support import in_process
 from envbuild import matrix
 from envbuild.core.model import Resolution
 from envbuild.dockerfile.locked import without_base_pins
@@ -27,7 +28,7 @@ from envbuild.resolver import resolve
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE
 from test_ci_output import validate
-from test_cli_image_e2e import envbuild, ok
+from test_cli_image_e2e import ok
 
 ROOT = Path(__file__).resolve().parent.parent
 NVIDIA_ENV = 'ENV CUDA_VERSION=12.4.1 NV_CUDA_LIB_VERSION=12.4.1-1 NVIDIA_REQUIRE_CUDA="cuda>=12.4"\n'
@@ -127,8 +128,8 @@ def run_in(image: str, code: str) -> list[str]:
 def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
     wheels, index = acme
     spec = spec_on(tmp_path, framework_base, "acme_app==1.0")
-    locked = json.loads(ok(envbuild("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), "--json",
-                                    cwd=tmp_path)).stdout)
+    locked = json.loads(ok(in_process("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), "--json",
+                                      cwd=tmp_path)).stdout)
     validate("lock", locked)
     # the base's versions were constraints: not the index's newest (acme_core 1.1, acme_util 2.1)
     text = (tmp_path / "lock" / "requirements.lock").read_text()
@@ -138,21 +139,21 @@ def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
     assert record["from_base"] == {"acme-core": "1.0", "acme-util": "2.0"} and record["differs"] == {}
     assert record["source"].startswith("read from the image through the local engine")
 
-    proc = ok(envbuild("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx", "--json",
-                       cwd=tmp_path))
+    proc = ok(in_process("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx", "--json",
+                         cwd=tmp_path))
     rendered = json.loads(proc.stdout)
     validate("dockerfile", rendered)
     assert rendered["packages"]["installed"] == {"acme-app": "1.0"}
     assert rendered["packages"]["from_base"] == {"acme-core": "1.0", "acme-util": "2.0"}
     installed = "".join(p.read_text() for p in (tmp_path / "ctx" / "envbuild" / "layers").glob("*/requirements.lock"))
     assert "acme-app==1.0" in installed and "acme-core" not in installed and "acme-util" not in installed
-    text_out = ok(envbuild("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
-                           cwd=tmp_path)).stdout
+    text_out = ok(in_process("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
+                             cwd=tmp_path)).stdout
     assert ("installs 1 locked packages in 1 layer (package-1 1); uses 2 from the base image (acme-core 1.0, "
             "acme-util 2.0)") in text_out
 
-    built = ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
-                        f"{framework_base.rsplit('/', 2)[0]}/acme-app", "--progress", "plain", cwd=tmp_path))
+    built = ok(in_process("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
+                          f"{framework_base.rsplit('/', 2)[0]}/acme-app", "--progress", "plain", cwd=tmp_path))
     image = built.stdout.strip()
     where = run_in(image, "import acme_app, acme_core, acme_util as u; "
                           "print(acme_app.__file__, acme_core.__file__, u.__file__, u.VERSION)")
@@ -162,7 +163,7 @@ def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
                          "if p.startswith('/opt/env/') and p.endswith('site-packages')][0])))")[0].count("acme_core") == 0
 
     report = tmp_path / "verify.json"
-    envbuild("verify", image, "--no-perf", "--json", report, cwd=tmp_path)
+    in_process("verify", image, "--no-perf", "--json", report, cwd=tmp_path)
     checks = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
     assert all(c["status"] == "pass" for name, c in checks.items() if name.startswith("static.")), checks
 
@@ -171,17 +172,17 @@ def test_what_the_base_carries_is_used_from_it(framework_base, acme, tmp_path):
 def test_a_spec_that_asks_another_version_installs_it_and_says_so(framework_base, acme, tmp_path):
     wheels, index = acme
     spec = spec_on(tmp_path, framework_base, "acme_app==1.0", "acme_util==2.1")
-    proc = ok(envbuild("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), cwd=tmp_path))
+    proc = ok(in_process("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), cwd=tmp_path))
     size = (wheels / "acme_util-2.1-py3-none-any.whl").stat().st_size
     assert (f"the image installs them over the base's: acme-util 2.1 (the base has 2.0), {size} B to download"
             in proc.stderr)
-    rendered = json.loads(ok(envbuild("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
-                                      "--json", cwd=tmp_path)).stdout)
+    rendered = json.loads(ok(in_process("dockerfile", spec, "--lock-dir", tmp_path / "lock", "-o", tmp_path / "ctx",
+                                        "--json", cwd=tmp_path)).stdout)
     assert rendered["packages"]["from_base"] == {"acme-core": "1.0"}
     assert rendered["packages"]["differs"] == {"acme-util": {"locked": "2.1", "base": "2.0", "bytes": size}}
     assert rendered["packages"]["installed"] == {"acme-app": "1.0", "acme-util": "2.1"}
-    built = ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
-                        f"{framework_base.rsplit('/', 2)[0]}/acme-app-forced", "--progress", "plain", cwd=tmp_path))
+    built = ok(in_process("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
+                          f"{framework_base.rsplit('/', 2)[0]}/acme-app-forced", "--progress", "plain", cwd=tmp_path))
     where = run_in(built.stdout.strip(), "import acme_util as u; print(u.__file__, u.VERSION)")
     assert where[0].startswith("/opt/env/") and where[1] == "2.1"
 
@@ -190,8 +191,8 @@ def test_a_spec_that_asks_another_version_installs_it_and_says_so(framework_base
 def test_a_base_that_is_not_local_installs_everything_with_a_note(acme, registry, tmp_path):
     _wheels, index = acme
     spec = spec_on(tmp_path, f"{registry}/{TEST_NAMESPACE}/acme/not-pulled:1", "acme_app==1.0")
-    proc = ok(envbuild("lock", spec, "--base-fact", "python=3.11", "-o", tmp_path / "lock", "--index-url",
-                       index.as_uri(), cwd=tmp_path))
+    proc = ok(in_process("lock", spec, "--base-fact", "python=3.11", "-o", tmp_path / "lock", "--index-url",
+                         index.as_uri(), cwd=tmp_path))
     assert "carries is not known (the local engine does not hold it), so every locked package is installed" \
         in proc.stderr
     text = (tmp_path / "lock" / "requirements.lock").read_text()

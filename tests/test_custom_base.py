@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 import image_support as support
+from cli_support import in_process
 from envbuild import matrix
 from envbuild.core.model import CUSTOM_FAMILY, Spec
 from envbuild.infra.errors import UserError
@@ -26,7 +27,7 @@ from envbuild.resolver.named_base import catalog_image, with_named_base
 from envbuild.spec import load_spec
 from image_support import TEST_NAMESPACE
 from test_ci_output import validate
-from test_cli_image_e2e import envbuild, ok, one_error_line
+from test_cli_image_e2e import ok, one_error_line
 
 M = matrix.load()
 # What NVIDIA's nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04 sets in its config (the values of
@@ -74,15 +75,15 @@ def test_a_bad_fact_is_one_line_naming_where(tmp_path, facts, says):
 def test_base_fact_flags(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text("cuda: '12.4'\nbase: registry.example.com/ml/base:1\n")
-    proc = envbuild("resolve", path, "--base-fact", "cuda=12.4", "--base-fact", "python=3.11", "--base-fact",
-                    "os=ubuntu22.04", "--base-fact", "flavour=runtime", "--base-fact", "cudnn=9", "--base-fact",
-                    "framework=pytorch==2.3.1", "--json", cwd=tmp_path)
+    proc = in_process("resolve", path, "--base-fact", "cuda=12.4", "--base-fact", "python=3.11", "--base-fact",
+                      "os=ubuntu22.04", "--base-fact", "flavour=runtime", "--base-fact", "cudnn=9", "--base-fact",
+                      "framework=pytorch==2.3.1", "--json", cwd=tmp_path)
     base = json.loads(ok(proc).stdout)["resolved"]["base_image"]
     assert (base["family"], base["cuda"], base["python"], base["os"]) == (CUSTOM_FAMILY, "12.4", "3.11", "ubuntu22.04")
     assert base["source"] == "cuda, cudnn, flavour, framework, os, python stated in the spec's base_image or with --base-fact"
-    assert "--base-fact cuda=12.4" in one_error_line(envbuild("resolve", "--cuda", "12.4", "--base-fact", "cuda=12.4",
-                                                               cwd=tmp_path))
-    assert "FACT=VALUE" in one_error_line(envbuild("resolve", path, "--base-fact", "gpu=A100", cwd=tmp_path))
+    assert "--base-fact cuda=12.4" in one_error_line(in_process("resolve", "--cuda", "12.4", "--base-fact",
+                                                                 "cuda=12.4", cwd=tmp_path))
+    assert "FACT=VALUE" in one_error_line(in_process("resolve", path, "--base-fact", "gpu=A100", cwd=tmp_path))
 
 
 def test_a_catalog_image_under_a_mirror_path_is_the_catalogs():
@@ -194,7 +195,7 @@ def acme_spec(folder: Path, base, repository: str) -> Path:
 @docker
 def test_facts_are_read_from_the_registry(acme_base, tmp_path):
     spec = acme_spec(tmp_path, acme_base, "unused")
-    answer = json.loads(ok(envbuild("resolve", spec, "--json", cwd=tmp_path)).stdout)
+    answer = json.loads(ok(in_process("resolve", spec, "--json", cwd=tmp_path)).stdout)
     base = answer["resolved"]["base_image"]
     assert (base["family"], base["cuda"], base["cudnn"], base["flavour"]) == (CUSTOM_FAMILY, "12.4.1", "9.1.0.70",
                                                                              "runtime")
@@ -205,7 +206,7 @@ def test_facts_are_read_from_the_registry(acme_base, tmp_path):
     assert "nothing states the Python of the base image" in unchecked["message"]
     assert "docker pull" in unchecked["message"] and "--base-fact python=3.11" in unchecked["message"]
     assert unchecked["links"] == ["python", "base_image"]
-    strict = envbuild("resolve", spec, "--strict", cwd=tmp_path)
+    strict = in_process("resolve", spec, "--strict", cwd=tmp_path)
     assert strict.returncode == 1 and "nothing states the Python" in strict.stdout
     assert "verdict: unverified" in strict.stdout
 
@@ -222,24 +223,24 @@ def test_export_judges_a_target_by_the_facts_read_from_the_base(acme_base, tmp_p
     fleet.write_text(yaml.safe_dump({"targets": {name: {"gpu": "A10G", "driver": driver, "scheduler": {"kind": "k8s"}}
                                                  for name, driver in (("r470", "470.82.01"), ("r550", "550.54.15"))}}))
     job = tmp_path / "job.yaml"
-    refused = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470", "-o", job,
-                       cwd=tmp_path)
+    refused = in_process("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470", "-o", job,
+                         cwd=tmp_path)
     assert refused.returncode == 1 and not job.exists(), refused.stderr
     assert f"CONFLICT [driver_too_old] the base image {acme_base} declares CUDA 12.4" in refused.stderr
     assert "does not run on target r470" in refused.stderr
-    written = ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "-o", job,
-                          cwd=tmp_path))
+    written = ok(in_process("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "-o", job,
+                            cwd=tmp_path))
     assert job.exists() and "target r550: unverified: nothing states the Python of the base image" in written.stderr
-    answer = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550",
-                                    "--json", cwd=tmp_path)).stdout)
+    answer = json.loads(ok(in_process("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550",
+                                      "--json", cwd=tmp_path)).stdout)
     validate("export", answer)
     assert answer["verdict"] == "unverified" and answer["target"] == "r550"
-    forced = json.loads(ok(envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470",
-                                    "--force", "--json", cwd=tmp_path)).stdout)
+    forced = json.loads(ok(in_process("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r470",
+                                      "--force", "--json", cwd=tmp_path)).stdout)
     validate("export", forced)
     assert forced["verdict"] == "conflict" and "kind: Job" in forced["definition"]
-    strict = envbuild("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "--strict",
-                      "-o", tmp_path / "strict.yaml", cwd=tmp_path)
+    strict = in_process("export", "k8s", spec, "--image", "img:1", "--fleet", fleet, "--target", "r550", "--strict",
+                        "-o", tmp_path / "strict.yaml", cwd=tmp_path)
     assert strict.returncode == 1 and not (tmp_path / "strict.yaml").exists()
 
 
@@ -247,13 +248,13 @@ def test_export_judges_a_target_by_the_facts_read_from_the_base(acme_base, tmp_p
 def test_a_base_that_cannot_be_read_is_unverified_with_the_fix(registry, tmp_path):
     """Exit 0 with the fix (exit 1 under --strict): nothing was guessed, and nothing checked."""
     spec = acme_spec(tmp_path, f"{registry}/{TEST_NAMESPACE}/acme/never-pushed:1", "unused")
-    proc = ok(envbuild("resolve", spec, cwd=tmp_path))
+    proc = ok(in_process("resolve", spec, cwd=tmp_path))
     assert "verdict: unverified" in proc.stdout and "--strict refuses it" in proc.stdout
     assert re.search(r"^  unchecked +base image ", proc.stdout, re.M), proc.stdout
     assert f"nothing states the CUDA of the base image {registry}/{TEST_NAMESPACE}/acme/never-pushed:1 (registry " \
            f"{registry} has no image" in proc.stdout
     assert "--base-fact cuda=X.Y" in proc.stdout
-    strict = envbuild("resolve", spec, "--strict", "--json", cwd=tmp_path)
+    strict = in_process("resolve", spec, "--strict", "--json", cwd=tmp_path)
     answer = json.loads(strict.stdout)
     assert strict.returncode == 1 and answer["verdict"] == "unverified" and answer["conflicts"] == []
     assert {link for u in answer["unchecked"] for link in u["links"]} >= {"base_image"}
@@ -265,12 +266,12 @@ def test_stated_python_and_read_cuda_build_and_run(acme_base, pydemo, registry, 
     real engine, its first step checks both, and it runs the locked Python."""
     wheels, index = pydemo
     spec = acme_spec(tmp_path, acme_base, f"{registry}/{TEST_NAMESPACE}/acme-app")
-    answer = json.loads(ok(envbuild("resolve", spec, "--base-fact", "python=3.11", "--json", cwd=tmp_path)).stdout)
+    answer = json.loads(ok(in_process("resolve", spec, "--base-fact", "python=3.11", "--json", cwd=tmp_path)).stdout)
     assert answer["verdict"] == "ok" and answer["warnings"] == [] and answer["resolved"]["python"] == "3.11"
-    ok(envbuild("lock", spec, "--base-fact", "python=3.11", "-o", tmp_path / "lock", "--index-url", index.as_uri(),
-                cwd=tmp_path))
-    proc = ok(envbuild("image", spec, "--base-fact", "python=3.11", "--lock-dir", tmp_path / "lock", "--wheelhouse",
-                       wheels, "--progress", "plain", cwd=tmp_path))
+    ok(in_process("lock", spec, "--base-fact", "python=3.11", "-o", tmp_path / "lock", "--index-url", index.as_uri(),
+                  cwd=tmp_path))
+    proc = ok(in_process("image", spec, "--base-fact", "python=3.11", "--lock-dir", tmp_path / "lock", "--wheelhouse",
+                         wheels, "--progress", "plain", cwd=tmp_path))
     dockerfile_check = re.search(r"^\[(\d+)/\d+\] .*  RUN found=\"\$\(python3 ", proc.stderr, re.M)
     assert dockerfile_check and "RUN python3 /tmp/envbuild/install.py" in proc.stderr
     ref = proc.stdout.strip()
@@ -292,9 +293,9 @@ def test_a_wrong_stated_fact_stops_the_build_at_its_first_step(acme_base, pydemo
     spec_text = yaml.safe_load(spec.read_text())
     spec_text["cuda"], spec_text["target"]["driver"] = "12.6", "570.124.06"
     spec.write_text(yaml.safe_dump(spec_text))
-    ok(envbuild("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), cwd=tmp_path))
-    proc = envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--progress", "plain",
-                    cwd=tmp_path)
+    ok(in_process("lock", spec, "-o", tmp_path / "lock", "--index-url", index.as_uri(), cwd=tmp_path))
+    proc = in_process("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--progress", "plain",
+                      cwd=tmp_path)
     error = one_error_line(proc)
     assert proc.returncode == 1
     assert f"base image {acme_base}: it carries CUDA 12.4.1, the stack was checked against CUDA 12.6" in error
@@ -305,7 +306,7 @@ def test_a_wrong_stated_fact_stops_the_build_at_its_first_step(acme_base, pydemo
 def test_facts_are_read_from_the_local_engine(acme_base, docker_client, tmp_path):
     docker_client.images.pull(acme_base)
     spec = acme_spec(tmp_path, acme_base, "unused")
-    answer = json.loads(ok(envbuild("resolve", spec, "--json", cwd=tmp_path)).stdout)
+    answer = json.loads(ok(in_process("resolve", spec, "--json", cwd=tmp_path)).stdout)
     base = answer["resolved"]["base_image"]
     assert answer["warnings"] == [] and answer["resolved"]["python"] == "3.11"
     assert (base["python"], base["os"], base["cuda"]) == ("3.11", "debian12", "12.4.1")
@@ -319,12 +320,12 @@ def test_the_issue_example_a_mirror_path_renders(registry, tmp_path):
     rendered Dockerfile names the mirror path (the jax recipe locked against the real PyPI)."""
     root = Path(__file__).resolve().parent.parent
     mirrored = f"{registry}/nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
-    refused = envbuild("dockerfile", root / "recipes" / "jax.yaml", "--python", "3.11", "--base", mirrored,
-                       "-o", tmp_path / "x", cwd=tmp_path)
+    refused = in_process("dockerfile", root / "recipes" / "jax.yaml", "--python", "3.11", "--base", mirrored,
+                         "-o", tmp_path / "x", cwd=tmp_path)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     report = refused.stdout + refused.stderr
     assert "CONFLICT [python_unsupported]" in report and "fix 1: use Python 3.10" in report
-    proc = ok(envbuild("dockerfile", root / "recipes" / "jax.yaml", "--base", mirrored, "-o", tmp_path / "ctx",
-                       "--json", cwd=tmp_path))
+    proc = ok(in_process("dockerfile", root / "recipes" / "jax.yaml", "--base", mirrored, "-o", tmp_path / "ctx",
+                         "--json", cwd=tmp_path))
     assert json.loads(proc.stdout)["base"]["reference"] == mirrored
     assert f"FROM {mirrored} AS install" in (tmp_path / "ctx" / "Dockerfile").read_text()

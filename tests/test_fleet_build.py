@@ -20,17 +20,13 @@ import requests
 import yaml
 
 import fleet_support
+from cli_support import in_process
 from conftest import _need
 from image_support import TEST_NAMESPACE
 from test_ci_output import validate
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cli(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
 
 
 def _tags(registry: str, repository: str) -> set[str]:
@@ -54,10 +50,10 @@ def work(tmp_path_factory, docker_client, registry, base_image, wheelhouse):
 def built(work):
     """`image --fleet --jobs 2 --push`: both images built at once, pushed, the manifest written."""
     folder = work["folder"]
-    plan = _cli("image", "spec.yaml", "--fleet", "fleet.yaml", "--plan", *work["flags"], cwd=folder)
+    plan = in_process("image", "spec.yaml", "--fleet", "fleet.yaml", "--plan", *work["flags"], cwd=folder)
     assert plan.returncode == 0, plan.stderr
-    done = _cli("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
-                *work["flags"], cwd=folder)
+    done = in_process("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
+                      *work["flags"], cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     return {"plan": plan, "build": done, "manifest": json.loads((folder / "fleet-images.json").read_text())}
 
@@ -89,8 +85,8 @@ def test_two_images_are_built_at_once_pushed_and_recorded(work, built):
 
 
 def test_a_second_run_builds_nothing(work, built):
-    done = _cli("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
-                "--json", *work["flags"], cwd=work["folder"])
+    done = in_process("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
+                      "--json", *work["flags"], cwd=work["folder"])
     assert done.returncode == 0, done.stderr
     assert "building " not in done.stderr and "[1/" not in done.stderr and "pushing " not in done.stderr
     data = json.loads(done.stdout)
@@ -113,9 +109,9 @@ def test_each_target_is_verified_with_its_own_image_on_slurm(work, built, slurm_
     """Podman runs each target's image in its Slurm job (the node has no GPU: the static
     probe); the torch each image carries says which image ran where."""
     folder = work["folder"]
-    done = _cli("verify", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "--static", "--workdir",
-                tmp_path / "work", "--json", tmp_path / "v.json", "--junit", tmp_path / "v.xml", cwd=folder,
-                env=slurm_env)
+    done = in_process("verify", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "--static", "--workdir",
+                      tmp_path / "work", "--json", tmp_path / "v.json", "--junit", tmp_path / "v.xml", cwd=folder,
+                      env=slurm_env)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads((tmp_path / "v.json").read_text())
     validate("verify", report)
@@ -136,14 +132,14 @@ def test_each_target_is_verified_with_its_own_image_on_slurm(work, built, slurm_
 
 
 def test_jobs_per_target_name_their_image_by_digest(work, built, tmp_path):
-    done = _cli("export", "slurm", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "-o", tmp_path / "jobs",
-                cwd=work["folder"])
+    done = in_process("export", "slurm", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "-o",
+                      tmp_path / "jobs", cwd=work["folder"])
     assert done.returncode == 0, done.stderr
     for name, entry in built["manifest"]["targets"].items():
         assert f"IMAGE={entry['image']}" in (tmp_path / "jobs" / f"envbuild-{name}.sh").read_text()
     # each job's stack judged on its target from the labels of its own image, read from the registry
-    done = _cli("export", "slurm", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "-o", tmp_path / "again",
-                "--json", cwd=work["folder"])
+    done = in_process("export", "slurm", "--fleet", "fleet.yaml", "--manifest", "fleet-images.json", "-o",
+                      tmp_path / "again", "--json", cwd=work["folder"])
     answer = json.loads(done.stdout)
     validate("export", answer)
     assert done.returncode == 0 and answer["verdict"] == "ok", done.stderr
@@ -156,8 +152,8 @@ def test_the_ci_pipelines_shell_lines_run_as_written(work, built, tmp_path):
     variables: it builds (finds) plan item 2 and writes its manifest."""
     folder = work["folder"]
     mirror, wheels, locks = work["flags"][1], work["flags"][3], work["flags"][5]
-    done = _cli("export", "github-actions", "spec.yaml", "--fleet", "fleet.yaml", "--registry-mirror", mirror,
-                "-o", "workflow.yml", cwd=folder)
+    done = in_process("export", "github-actions", "spec.yaml", "--fleet", "fleet.yaml", "--registry-mirror", mirror,
+                      "-o", "workflow.yml", cwd=folder)
     assert done.returncode == 0, done.stderr
     flow = yaml.safe_load((folder / "workflow.yml").read_text())
     step = next(s for s in flow["jobs"]["build"]["steps"] if s.get("name") == "Build and push")
@@ -194,8 +190,8 @@ def test_one_failed_image_leaves_the_other_pushed_and_names_the_targets_it_lost(
     manifest = tmp_path / "fleet-images.json"
     flags = list(work["flags"])
     flags[1] = mirror
-    done = _cli("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
-                "--manifest", manifest, *flags, cwd=folder)
+    done = in_process("image", "spec.yaml", "--fleet", "fleet.yaml", "--push", "--jobs", "2", "--progress", "plain",
+                      "--manifest", manifest, *flags, cwd=folder)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
@@ -208,5 +204,5 @@ def test_one_failed_image_leaves_the_other_pushed_and_names_the_targets_it_lost(
     tag = ok.split()[3].rsplit(":", 1)[1]
     assert tag in _tags(registry, work["repository"].split("/", 1)[1])
     # verify and export refuse the target that has no image, in one line
-    done = _cli("verify", "--fleet", "fleet.yaml", "--manifest", manifest, "--static", cwd=folder)
+    done = in_process("verify", "--fleet", "fleet.yaml", "--manifest", manifest, "--static", cwd=folder)
     assert done.returncode == 2 and "target v100 is not in the manifest" in done.stderr.strip().splitlines()[-1]

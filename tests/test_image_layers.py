@@ -20,12 +20,13 @@ import requests
 import yaml
 
 import image_support as support
+from cli_support import in_process
 from envbuild import matrix, pipeline
 from envbuild.dockerfile import layers
 from envbuild.dockerfile.context import write_context
 from image_support import TEST_NAMESPACE
 from test_ci_output import validate
-from test_cli_image_e2e import envbuild, ok
+from test_cli_image_e2e import ok
 
 NVIDIA_ENV = 'ENV CUDA_VERSION=12.4.1 NV_CUDA_LIB_VERSION=12.4.1-1 NVIDIA_REQUIRE_CUDA="cuda>=12.4"\n'
 TABLE = tuple((row.layer, row.packages) for row in matrix.load().image_layers)
@@ -146,9 +147,9 @@ def build(folder: Path, base: str, index: Path, wheels: Path, repository: str, *
     spec.write_text(yaml.safe_dump({"name": "layer-demo", "cuda": "12.4", "installer": "pip",
                                     "target": {"driver": "550.54.15"}, "base_image": base,
                                     "packages": {"pip": list(pins)}}, sort_keys=False))
-    ok(envbuild("lock", spec, "-o", folder / "lock", "--index-url", index.as_uri(), cwd=folder))
-    proc = ok(envbuild("image", spec, "--lock-dir", folder / "lock", "--wheelhouse", wheels, "--repository",
-                       repository, "--push", "--json", "--progress", "plain", cwd=folder))
+    ok(in_process("lock", spec, "-o", folder / "lock", "--index-url", index.as_uri(), cwd=folder))
+    proc = ok(in_process("image", spec, "--lock-dir", folder / "lock", "--wheelhouse", wheels, "--repository",
+                         repository, "--push", "--json", "--progress", "plain", cwd=folder))
     result = json.loads(proc.stdout)
     validate("image", result)
     return result
@@ -209,9 +210,9 @@ def test_the_text_output_reports_the_sizes_on_stderr(index, cuda_base, registry,
     spec.write_text(yaml.safe_dump({"name": "layer-demo", "cuda": "12.4", "installer": "pip",
                                     "target": {"driver": "550.54.15"}, "base_image": cuda_base,
                                     "packages": {"pip": ["layerdemo_core==1.0"]}}, sort_keys=False))
-    ok(envbuild("lock", spec, "-o", tmp_path / "lock", "--index-url", simple.as_uri(), cwd=tmp_path))
-    proc = ok(envbuild("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
-                       f"{registry}/{TEST_NAMESPACE}/layer-text", "--progress", "plain", cwd=tmp_path))
+    ok(in_process("lock", spec, "-o", tmp_path / "lock", "--index-url", simple.as_uri(), cwd=tmp_path))
+    proc = ok(in_process("image", spec, "--lock-dir", tmp_path / "lock", "--wheelhouse", wheels, "--repository",
+                         f"{registry}/{TEST_NAMESPACE}/layer-text", "--progress", "plain", cwd=tmp_path))
     assert proc.stdout.strip().count("\n") == 0  # stdout: the reference alone
     assert re.search(r"^size: [\d.]+ MB \(base [\d.]+ MB, [\d.]+ kB added by envbuild in 3 layers\)$", proc.stderr, re.M)
     assert re.search(r"^  layer package-1: [\d.]+ k?B$", proc.stderr, re.M)

@@ -7,8 +7,6 @@ import ast
 import dataclasses
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import requests
 import yaml
 
 import image_support as support
+from cli_support import in_process
 from envbuild import pipeline
 from envbuild.dockerfile.context import Base, write_context
 from envbuild.image.make import ImageOptions
@@ -24,11 +23,6 @@ from envbuild.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFLICT = ROOT / "recipes" / "pytorch-1.6-cudatoolkit-11.0.yaml"
-
-
-def envbuild(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
 
 
 def for_image(path):
@@ -46,7 +40,7 @@ def test_a_conflict_raises_unresolved_with_the_resolution():
 
 def test_the_cli_renders_unresolved_as_resolve_does(tmp_path):
     out = tmp_path / "ctx"
-    proc = envbuild("dockerfile", CONFLICT, "-o", out, "--json", cwd=tmp_path)
+    proc = in_process("dockerfile", CONFLICT, "-o", out, "--json", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "conflict"
     assert "CONFLICT" in proc.stderr and "locking into" not in proc.stderr  # stopped before the lock stage
@@ -65,7 +59,7 @@ def test_expectations_are_what_the_spec_resolved_to():
 @pytest.mark.docker
 def test_verify_expect_resolves_the_spec_and_passes_what_it_resolved_to(base_image, tmp_path):
     recipe = ROOT / "recipes" / "pytorch-official.yaml"
-    proc = envbuild("verify", base_image, "--expect", recipe, "--no-perf", "--json", cwd=tmp_path)
+    proc = in_process("verify", base_image, "--expect", recipe, "--no-perf", "--json", cwd=tmp_path)
     assert "Traceback" not in proc.stderr
     told = json.loads(proc.stdout)["probe"]["expect"]
     wanted = pipeline.expectations(pipeline.resolve(for_image(recipe))).to_probe()
@@ -73,7 +67,7 @@ def test_verify_expect_resolves_the_spec_and_passes_what_it_resolved_to(base_ima
 
 
 def test_verify_expect_with_a_conflicting_spec_is_bad_input(tmp_path):
-    proc = envbuild("verify", "unused:tag", "--expect", CONFLICT, cwd=tmp_path)
+    proc = in_process("verify", "unused:tag", "--expect", CONFLICT, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(
         f"envbuild: error: {CONFLICT}: the expected spec does not resolve: ")
@@ -100,7 +94,7 @@ def test_a_lock_conflict_raises_lock_refused_and_no_context_is_written(tmp_path)
     assert any("envbuild-demo >=9" in message for message in info.value.conflicts)
 
     out = tmp_path / "ctx"
-    proc = envbuild("dockerfile", tmp_path / "spec.yaml", "-o", out, "--json", cwd=tmp_path)
+    proc = in_process("dockerfile", tmp_path / "spec.yaml", "-o", out, "--json", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["verdict"] == "conflict" and answer["stage"] == "lock"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from browser import look_at
+from cli_support import in_process
 from envbuild.infra.paths import PROBE_FILE
 from envbuild.verify.probe_api import NO_GPU
 
@@ -52,8 +52,7 @@ def built(docker_client, base_image):
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "envbuild", "verify", *args], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    return in_process("verify", *args, cwd=ROOT)
 
 
 def test_verify_without_gpu_reports_static_pass_and_gpu_fail(built, tmp_path, browser):

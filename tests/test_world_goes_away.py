@@ -19,15 +19,20 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from cli_support import in_process
 from image_support import TEST_NAMESPACE
-from test_cli_image_e2e import ENVBUILD, envbuild, ok, one_error_line, registry_tags, write_spec
+from test_cli_image_e2e import BASE, ENVBUILD, ok, one_error_line, registry_tags, write_spec
 
 pytestmark = pytest.mark.docker
 
 
 # --- a throwaway Docker engine ------------------------------------------------------------
+
+# The throwaway engine's data (the pulled base, the build's layers) needs well under this.
+DATA_SIZE = "2g"
+
 
 class Engine:
     """A dockerd of its own under `root`: its socket, data, exec root (and with it its
@@ -35,7 +40,8 @@ class Engine:
     subnet of its own, for its build containers, with no iptables, forwarding or masquerade
     changes, so it runs beside the shared engine without touching it. (Not `--bridge none`:
     with it dockerd deletes the host's docker0, the shared engine's bridge: moby's
-    removeDefaultBridgeInterface.)"""
+    removeDefaultBridgeInterface.) Its data root is a tmpfs: the base it pulls and the layers
+    it builds are never written to the disk, and are gone at once when it is removed."""
 
     def __init__(self, root: Path, bridge: str, subnet: int):
         self.root, self.bridge, self.address = root, bridge, f"10.213.{subnet}.1/24"
@@ -46,6 +52,11 @@ class Engine:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        data = self.root / "data"
+        if not data.is_mount():
+            data.mkdir(exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DATA_SIZE}", "tmpfs", str(data)], check=True,
+                           capture_output=True)
         if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode:
             for command in (["link", "add", self.bridge, "type", "bridge"],
                             ["addr", "add", self.address, "dev", self.bridge], ["link", "set", self.bridge, "up"]):
@@ -119,8 +130,10 @@ class Engine:
             self.log.close()
 
 
-@pytest.fixture
-def engine(services, tmp_path_factory):
+@pytest.fixture(scope="module")
+def module_engine(services):
+    """One throwaway engine for the module: the tests that stop it start it again (engine),
+    so the base it pulled is pulled once and its files are removed once."""
     if os.geteuid() != 0:
         pytest.fail("a throwaway dockerd needs root (the CI machine runs the suite as root)")
     run = uuid.uuid4()
@@ -134,6 +147,14 @@ def engine(services, tmp_path_factory):
     finally:  # also when it failed to start: nothing of it stays behind
         started.remove()
     assert _has_docker0() == shared_bridge  # the shared engine's bridge is still there
+
+
+@pytest.fixture
+def engine(module_engine):
+    """The module's throwaway engine, answering (again, when a test before stopped it)."""
+    if not module_engine.answers():
+        module_engine.start()
+    return module_engine
 
 
 def _has_docker0() -> bool:
@@ -245,7 +266,7 @@ def run_until(args: list[str], env: dict, ready, cwd: Path, then) -> subprocess.
 def project(tmp_path_factory, registry):
     work = tmp_path_factory.mktemp("away")
     spec = write_spec(work, f"{registry}/{TEST_NAMESPACE}/away")
-    ok(envbuild("lock", spec, "-o", work / "lock", cwd=work))
+    ok(in_process("lock", spec, "-o", work / "lock", cwd=work))
     return work, spec
 
 
@@ -259,7 +280,8 @@ def test_engine_stopped_mid_build(project, engine, registry, wheelhouse):
     assert f"DOCKER_HOST={engine.host}: the Docker engine stopped answering during the build" in line
     assert "no tag was changed" in line
     engine.start()  # the same data root: nothing was tagged there
-    assert f"{TEST_NAMESPACE}/away" not in engine.docker("images", "--format", "{{.Repository}}").stdout
+    repositories = engine.docker("images", "--format", "{{.Repository}}").stdout.split()
+    assert f"{registry}/{TEST_NAMESPACE}/away" not in repositories
 
 
 def test_engine_stopped_mid_push(project, engine, registry, wheelhouse, proxy):
@@ -277,11 +299,27 @@ def test_engine_stopped_mid_push(project, engine, registry, wheelhouse, proxy):
     assert registry_tags(registry, f"{TEST_NAMESPACE}/away-push") == set()
 
 
+def holding_the_base_layers(registry: str, repository: str) -> None:
+    """Link the base's layers into `repository` on the registry, as an earlier push of an
+    image on that base leaves them (a cross-repository blob mount: no upload, no tag), so
+    that a push there uploads only the layers envbuild built."""
+    base, tag = BASE.split(":")
+    manifest = requests.get(f"http://{registry}/v2/{base}/manifests/{tag}", timeout=30, headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    manifest.raise_for_status()
+    for layer in manifest.json()["layers"]:
+        mounted = requests.post(f"http://{registry}/v2/{repository}/blobs/uploads/",
+                                params={"mount": layer["digest"], "from": base}, timeout=30)
+        assert mounted.status_code == 201, mounted.text
+
+
 def test_registry_dropping_the_connection_mid_push(project, registry, wheelhouse, proxy, docker_client, base_image):
     """The registry drops every manifest upload (after the layers went up): exit 3 after the
-    retries, the registry has no tag, and the local --tag still names its old image."""
+    retries, the registry has no tag, and the local --tag still names its old image. The
+    registry holds the base's layers already, as it does for a team that pushed there before."""
     work, spec = project
     name = f"{TEST_NAMESPACE}/away-dropped"
+    holding_the_base_layers(registry, name)
     dropping = proxy(f"PUT /v2/{name}/manifests/".encode(), "drop")
     repository = f"{dropping.address}/{name}"
     base = docker_client.images.get(base_image)
