@@ -20,7 +20,7 @@ IX = index(M)
 RECIPES = sorted(Path(__file__).resolve().parent.parent.joinpath("recipes").glob("*.yaml"))
 DRIVERS = sorted({r.min_driver_linux for r in M.cuda_releases if r.min_driver_linux})
 GPUS = sorted({g.aliases[0] if g.aliases else g.name for g in M.gpus})
-CUDAS = IX.minors
+CUDAS = tuple(str(minor) for minor in IX.minors)  # as a spec writes them
 FRAMEWORKS = ("pytorch", "tensorflow", "jax", "rapids", "cupy")
 
 
