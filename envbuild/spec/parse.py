@@ -160,8 +160,10 @@ class _Builder:
         self.loader = loader
         self.raw = raw
         self.label = label
-        self.done: dict[int, Any] = {}  # id(node) -> value, so aliases are built once
-        self.active: set[int] = set()
+        # node -> its value, so that an alias is built once. A node compares by identity:
+        # an alias is the same node object as its anchor.
+        self.done: dict[yaml.Node, Any] = {}
+        self.active: set[yaml.Node] = set()
 
     def at(self, node: Any) -> str:
         mark = node.start_mark
@@ -169,12 +171,11 @@ class _Builder:
 
     def build(self, node: Any, path: Path_) -> Any:
         self.raw.locations.setdefault(path, self.at(node))
-        key = id(node)
-        if key in self.done:
-            return self.done[key]
-        if key in self.active:
+        if node in self.done:
+            return self.done[node]
+        if node in self.active:
             raise UserError("recursive YAML alias", where=self.at(node), hint="write the value out")
-        self.active.add(key)
+        self.active.add(node)
         try:
             if isinstance(node, yaml.MappingNode):
                 self._expect_tag(node, "map")
@@ -210,8 +211,8 @@ class _Builder:
                 if not node.style and node.tag.rsplit(":", 1)[-1] in ("int", "float", "bool"):
                     self.raw.texts[path] = node.value
         finally:
-            self.active.discard(key)
-        self.done[key] = value
+            self.active.discard(node)
+        self.done[node] = value
         return value
 
     def _expect_tag(self, node: Any, kind: str) -> None:
