@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 
-
 from envbuild import frameworks
 from envbuild.core import specifiers
 from envbuild.core.model import CUSTOM_FAMILY, BaseImageChoice
@@ -115,11 +114,11 @@ def carries_resolved_build(m, base: BaseImageChoice, framework, row: t.BaseCarri
     """Does the catalog image `base` carry exactly the resolved `framework` build (the same
     release and CUDA), for a release its family's `base_carries` record covers?"""
     img = catalog_image(m.base_images, base.ref)
-    if img is None or (img.framework or "").lower() != framework.name or not framework.cuda or not img.cuda:
+    img_cuda = ImageCuda.read(img.cuda) if img is not None else None
+    if img_cuda is None or (img.framework or "").lower() != framework.name or not framework.cuda:
         return False
-    return _same_version(img.framework_version, framework.version) \
-        and ImageCuda.parse(img.cuda).fits(CudaVersion.parse(framework.cuda)) \
-        and specifiers.admits(row.releases, framework.version, True)
+    return (_same_version(img.framework_version, framework.version) and img_cuda.fits(CudaVersion.parse(framework.cuda))
+            and specifiers.admits(row.releases, framework.version, True))
 
 
 def binds_python(img: t.BaseImage | BaseImageChoice, installer: str) -> bool:
@@ -322,7 +321,7 @@ def _explicit(req: Request, ix: Index, builds: list[Build], cuda: CudaVersion | 
     ref = req.spec.base_image
     img = find_image(ix, ref)
     problems: list[Problem] = _unchecked(req, ix, img, builds, cuda, installer)
-    img_cuda = ImageCuda.parse(img.cuda) if img.cuda else None
+    img_cuda = ImageCuda.read(img.cuda)
     facts = (fact(f"{img.ref}: CUDA {img.cuda}, flavour {img.flavour}", img),)
     if img_cuda is not None:
         for b in builds:

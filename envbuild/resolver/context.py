@@ -52,7 +52,7 @@ class Index:
         self._runs: dict = {}
         self.builds = Lazy(self._builds)  # framework -> builds, best first; made on first use
         self.versions = Lazy(lambda name: list(dict.fromkeys(x.version for x in self.builds[name])))
-        cudas = {text: _image_cuda(text) for text in {img.cuda for img in m.base_images}}  # a few dozen tags
+        cudas = {text: ImageCuda.read(text) for text in {img.cuda for img in m.base_images}}  # a few dozen tags
         self.images = [(img, cudas[img.cuda]) for img in m.base_images]
 
     def _builds(self, name: str) -> list[b.Build]:
@@ -193,13 +193,6 @@ def runs_on(sms, cc) -> bool:
     return any(s // 10 == cc.major and s % 10 <= cc.minor for s in sms)
 
 
-def _image_cuda(text: str | None) -> ImageCuda | None:
-    try:
-        return ImageCuda.parse(text) if text else None
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class ImageCuda:
     """The CUDA a base image carries: `version` as its tag states it (12.4 or 12.4.1), or a
@@ -211,6 +204,14 @@ class ImageCuda:
     major_only: bool
     minor: CudaVersion  # its major.minor (x.0 for a major alone)
     newest_first: tuple[int, ...]  # sort key: newer releases first (of one release, the shorter tag first)
+
+    @classmethod
+    def read(cls, text: str | None) -> ImageCuda | None:
+        """`parse`, or None for no text or one that is not a CUDA version."""
+        try:
+            return cls.parse(text) if text else None
+        except ValueError:
+            return None
 
     @classmethod
     def parse(cls, text: str) -> ImageCuda:

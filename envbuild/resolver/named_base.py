@@ -126,7 +126,7 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
         if value is None or row.fact in facts:
             continue
         fact = _env_fact(row, value)
-        if fact and row.fact == "cuda" and not _is_cuda(fact):
+        if fact and row.fact == "cuda" and ImageCuda.read(fact) is None:
             continue  # not a CUDA version the checks can compare (the fact stays unknown)
         if fact:
             facts[row.fact] = fact
@@ -139,14 +139,6 @@ def _read_facts(m, found) -> tuple[dict[str, str], dict[str, str]]:
     if label and label in {row.os for row in m.target_glibc}:  # an OS whose glibc a lock can state
         facts["os"], used["os"] = label, "/etc/os-release"
     return facts, used
-
-
-def _is_cuda(text: str) -> bool:
-    try:
-        ImageCuda.parse(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _env_fact(row: t.ImageEnv, value: str) -> str | None:
