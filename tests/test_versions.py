@@ -11,6 +11,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envbuild import frameworks
+from envbuild.core.values import CudaVersion
 from envbuild.core.versions import cuda_from_local, cuda_to_local, parse_constraint, parse_version, read_local_label
 from envbuild.infra.errors import UserError
 from envbuild.spec import spec_from_mapping
@@ -116,8 +117,9 @@ def test_parse_version_malformed(text):
 @given(st.integers(7, 13), st.integers(0, 9))
 def test_cuda_wheel_labels_round_trip(major, minor):
     cuda = f"{major}.{minor}"
-    assert cuda_from_local(cuda_to_local(cuda)) == cuda
-    assert read_local_label(cuda_to_local(cuda)).cuda == cuda
+    label = cuda_to_local(CudaVersion.parse(cuda))
+    assert cuda_from_local(label) == cuda
+    assert read_local_label(label).cuda == cuda
 
 
 def test_local_label_kinds():
@@ -128,4 +130,4 @@ def test_local_label_kinds():
     assert frameworks.read_label("cu121") == read_local_label("cu121")
     assert [read_local_label(x).kind for x in ("cpu", "rocm5.6", "g1234abc")] == ["cpu", "rocm", "unknown"]
     with pytest.raises(ValueError):
-        cuda_to_local("12.10")
+        cuda_to_local(CudaVersion.parse("12.10"))

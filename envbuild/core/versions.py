@@ -97,13 +97,11 @@ def pypi_form(requirement: str) -> str:
     return re.sub(r"(==\s*[^+,;\s]+)\+[A-Za-z0-9.]+", r"\1", requirement)
 
 
-def cuda_to_local(cuda: str | CudaVersion) -> str:
+def cuda_to_local(cuda: CudaVersion) -> str:
     """`12.1` (or `12.1.1`) -> `cu121`."""
-    release = cuda.release if isinstance(cuda, CudaVersion) else parse_version(cuda).release
-    minor = release[1] if len(release) > 1 else 0
-    if minor > 9:
+    if cuda.minor > 9:
         raise ValueError(f"CUDA {cuda} has no cuXYZ wheel label")
-    return f"cu{release[0]}{minor}"
+    return f"cu{cuda.major}{cuda.minor}"
 
 
 @dataclass(frozen=True, eq=False)

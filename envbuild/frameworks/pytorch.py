@@ -117,9 +117,10 @@ class PyTorch(Framework):
         for r in self.rows(m):
             if not r.cuda:
                 continue  # CPU rows are never chosen
+            cuda = CudaVersion.parse(r.cuda)
             out.append(Build(
-                framework=self.name, version=r.version, installer=r.installer, cuda=CudaVersion.parse(r.cuda),
-                variant=r.package or (f"+{cuda_to_local(r.cuda)}" if r.installer == "pip" else f"cuda {r.cuda}"),
+                framework=self.name, version=r.version, installer=r.installer, cuda=cuda,
+                variant=r.package or (f"+{cuda_to_local(cuda)}" if r.installer == "pip" else f"cuda {r.cuda}"),
                 row=r, pythons=_pythons(r.python), python_text=r.python, archs=r.archs, cudnn=r.cudnn,
                 platforms=tuple(r.platforms), package=r.package, index_url=r.index_url,
                 channels=tuple(r.channels),
